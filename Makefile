@@ -1,0 +1,27 @@
+# The two commands of the README: `make demo` and `make test`. Each sets itself up first.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAGE := scripts/stage.sh
+export LOCAL_KERNELS := phanerozoic/spec-verify=$(CURDIR)/build
+
+.PHONY: setup build demo test pytest clean
+
+setup: $(VENV)/.requirements-installed
+
+$(VENV)/.requirements-installed: requirements.txt
+	@$(STAGE) setup scripts/setup_venv.sh $(VENV) requirements.txt
+
+build: setup
+	@$(STAGE) build $(PY) scripts/build.py
+
+demo: build
+	@$(STAGE) demo $(PY) scripts/demo.py
+
+pytest: build
+	@$(STAGE) pytest $(PY) -m pytest -q tests
+
+test: pytest
+
+clean:
+	rm -rf build

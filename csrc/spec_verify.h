@@ -1,0 +1,114 @@
+// spec-verify core: the canonical algorithms and the kernel table.
+//
+// No torch in here: raw pointers and int64 sizes, so the same files build into the torch
+// extension and into a plain C++ test program that also runs under aarch64 emulation.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace spec_verify {
+
+// Note [Canonical mass order]
+// Every float64 mass (a row mass, a residual mass) is summed in one order that does not
+// depend on the instruction set, so every path returns the same bits.
+// - The row is cut into blocks of kMassBlock elements (the last one may be shorter).
+// - Inside a block, element 16*g + j goes into lane j (16 float64 lanes, from +0.0) for the
+//   first floor(len/16) groups. The lanes fold in a fixed tree: l[j] += l[j+8] for j < 8,
+//   then l[j] += l[j+4] for j < 4, l[j] += l[j+2] for j < 2, and the block sum is l[0] + l[1].
+//   The block's last len % 16 elements are then added to it one by one, in index order.
+// - The row mass is the sum of the block masses in block order, starting from +0.0.
+// Block masses are kept: the sampler finds its block from them (Note [Blocked sampling]).
+constexpr int64_t kLanes = 16;
+constexpr int64_t kMassBlock = 1024;
+
+inline int64_t num_blocks(int64_t n) { return (n + kMassBlock - 1) / kMassBlock; }
+
+// Note [Residual in float32]
+// On rejection the correction token is drawn from r(v) = max(0, p(v) * Q - q(v) * P).
+// The kernels evaluate it as r'(v) = max(0, p(v) * a - q(v) * b) in float32, with
+// a = 2^s / P and b = 2^s / Q rounded to float32 once per call (scalar code shared by all
+// paths), so r' = r * 2^s / (P * Q) up to float32 rounding: the same law. The power of two s
+// keeps a and b normal floats and p * a, q * b below 2^126 (residual_scales()). Products and
+// the difference are separate IEEE operations (no FMA; the files build with
+// -ffp-contract=off), and the clamp maps every value that is not > 0 to +0.0, so each r'(v)
+// is the same float on every path; the float64 sums then follow Note [Canonical mass order].
+
+// One instruction set's kernels. Each is a pure function of its arguments.
+struct KernelTable {
+  const char* name;
+  // Index of the largest value, ties to the lowest index (+0.0 and -0.0 are equal).
+  // Returns false if the row holds a NaN (then *index is unspecified).
+  bool (*row_argmax)(const float* row, int64_t n, int64_t* index);
+  // Block masses of a row (Note [Canonical mass order]) into block_mass[num_blocks(n)],
+  // and the row mass into *mass. Returns false if any value is negative, NaN or infinite
+  // (then the outputs are unspecified); -0.0 is allowed and counts as zero.
+  bool (*row_mass)(const float* row, int64_t n, double* block_mass, double* mass);
+  // Block masses and total of r'(v) = max(0, p(v) * a - q(v) * b) (Note [Residual in float32]).
+  // The rows were validated by row_mass.
+  void (*residual_mass)(const float* p, const float* q, float a, float b, int64_t n,
+                        double* block_mass, double* mass);
+};
+
+// ---- instruction sets and their selection (dispatch.cpp) --------------------------------
+const KernelTable& scalar_kernels();
+const KernelTable* avx2_kernels();  // nullptr unless built for x86-64 and the CPU has AVX2+FMA
+const KernelTable* neon_kernels();  // nullptr unless built for aarch64
+
+// Names of the paths this build can run on this CPU, best first ("neon"/"avx2", "scalar").
+std::vector<std::string> available_isas();
+// The table in use: chosen once, from SPEC_VERIFY_ISA if set, else the best available.
+// Throws std::invalid_argument if SPEC_VERIFY_ISA names an unknown or unavailable path.
+const KernelTable& active_kernels();
+// Forces a path by name ("" = back to the environment/default choice); for tests and
+// benchmarks. Throws std::invalid_argument for an unknown or unavailable name.
+void force_isa(const std::string& name);
+
+// ---- rounds (rounds.cpp): the op contracts on raw rows ----------------------------------
+struct Rows {
+  const float* data;
+  int64_t stride;  // elements between consecutive rows
+  const float* row(int64_t i) const { return data + i * stride; }
+};
+
+enum class InputError : int { kNone = 0, kNaN, kNegative, kInfinite, kZeroMass };
+
+struct Outcome {
+  int64_t n_accepted = 0;
+  int64_t token = -1;
+  // Set when a row that was read is malformed; n_accepted/token are then meaningless.
+  InputError error = InputError::kNone;
+  bool in_draft = false;  // which tensor: draft_probs (true) or target_probs (false)
+  int64_t row = -1;
+  int64_t col = -1;  // first offending element (-1 for kZeroMass)
+  float value = 0.0f;
+};
+
+// Temperature 0. Reads rows 0..i only, where i decides the round.
+// tokens must already be in [0, V).
+Outcome verify_greedy_round(const KernelTable& kt, Rows target, const int64_t* tokens,
+                            int64_t k, int64_t vocab);
+
+// Rejection sampling with the given uniforms u[0..k] (each in [0, 1)).
+// Reads target rows 0..i and draft rows 0..min(i, k-1) only, where i decides the round.
+Outcome accept_round(const KernelTable& kt, Rows target, Rows draft, const int64_t* tokens,
+                     const double* uniforms, int64_t k, int64_t vocab);
+
+// r'(v) of Note [Residual in float32]: the one definition every path reproduces.
+inline float residual_value(float p, float q, float a, float b) {
+  const float d = p * a - q * b;
+  return d > 0.0f ? d : 0.0f;
+}
+
+// Power-of-two scaled float32 factors of Note [Residual in float32]; P, Q > 0 and finite.
+void residual_scales(double P, double Q, float* a, float* b);
+
+// Smallest index whose running mass exceeds threshold (Note [Blocked sampling]).
+// value(v) must return exactly the floats the block masses were summed from.
+template <class Value>
+int64_t sample_index(const double* block_mass, int64_t n, double threshold, Value value);
+
+}  // namespace spec_verify
+
+#include "sample_index.h"

@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""Local build of the kernel, laid out exactly as kernel-builder lays out a Hub variant.
+
+    build/torch<MAJ><MIN>-cxx11-cpu-<arch>-linux/
+        __init__.py, ...            the Python files of torch-ext/spec_verify
+        _ops.py                     generated: binds `ops` to the extension's op namespace
+        _spec_verify_cpu_<id>.abi3.so
+        metadata.json
+
+kernel-builder (Nix) cannot run here; this script is its stand-in. <id> is 7 hex digits of
+the git tree of HEAD, plus "_dirty" when tracked files have uncommitted changes. Objects are
+cached by a hash of their inputs, so a rebuild recompiles only what changed.
+
+Usage: scripts/build.py [--arch x86_64|aarch64] [--torch-dir DIR] [--cxx COMPILER]
+The defaults build for this machine against the torch that runs this script; a cross build
+names the target's torch package directory (for its headers, libraries and version).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+NAME = "spec-verify"
+PY_NAME = "spec_verify"
+KERNEL_SOURCES = ["reference.cpp", "rounds.cpp", "dispatch.cpp", "kernels_avx2.cpp", "kernels_neon.cpp"]
+# Kernel files: no torch headers, and no contraction of a*b+c into an FMA, so every path
+# rounds the same operations (DESIGN.md, numerics contract).
+KERNEL_FLAGS = ["-O3", "-std=c++20", "-fPIC", "-fno-gnu-unique", "-ffp-contract=off", "-Wall", "-Wextra"]
+BINDING_FLAGS = ["-O2", "-std=c++20", "-fPIC", "-fno-gnu-unique", "-ffp-contract=off",
+                 "-DCPU_KERNEL", "-DPy_LIMITED_API=0x03090000", "-D_GLIBCXX_USE_CXX11_ABI=1"]
+
+
+def torch_version(torch_dir: Path) -> str:
+    text = (torch_dir / "version.py").read_text()
+    return re.search(r"^__version__\s*=\s*['\"]([^'\"]+)", text, re.M).group(1)
+
+
+def variant_name(version: str, arch: str) -> str:
+    major, minor = version.split(".")[:2]
+    return f"torch{major}{minor}-cxx11-cpu-{arch}-linux"
+
+
+def kernel_id() -> str:
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    try:
+        tree = git("rev-parse", "HEAD^{tree}").strip()[:7]
+        dirty = git("status", "--porcelain", "--untracked-files=no").strip() != ""
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        # Not a git checkout (a source tarball): name the build by its sources instead.
+        digest = hashlib.sha1()
+        for f in sorted((ROOT / "csrc").glob("*")) + sorted((ROOT / "torch-ext").rglob("*.[ch]*")):
+            digest.update(f.read_bytes())
+        return digest.hexdigest()[:7]
+    return tree + ("_dirty" if dirty else "")
+
+
+def registration_header() -> str:
+    # What kernel-builder generates as registration.h, reduced to what the binding uses.
+    return """#pragma once
+#include <Python.h>
+#include <torch/library.h>
+
+#define _SPEC_VERIFY_CONCAT(A, B) A##B
+#define SPEC_VERIFY_CONCAT(A, B) _SPEC_VERIFY_CONCAT(A, B)
+#define _SPEC_VERIFY_STRINGIFY(A) #A
+#define SPEC_VERIFY_STRINGIFY(A) _SPEC_VERIFY_STRINGIFY(A)
+
+#define TORCH_LIBRARY_EXPAND(NAME, MODULE) TORCH_LIBRARY(NAME, MODULE)
+
+// An importable, empty Python module: the ops register themselves when the library loads.
+#define REGISTER_EXTENSION(NAME)                                                       \\
+  PyMODINIT_FUNC SPEC_VERIFY_CONCAT(PyInit_, NAME)() {                                 \\
+    static struct PyModuleDef module = {PyModuleDef_HEAD_INIT,                         \\
+                                        SPEC_VERIFY_STRINGIFY(NAME), nullptr, 0, nullptr}; \\
+    return PyModule_Create(&module);                                                   \\
+  }
+"""
+
+
+def ops_py(ext: str) -> str:
+    return f'''import torch
+from . import {ext}
+
+ops = torch.ops.{ext}
+
+
+def add_op_namespace_prefix(op_name: str) -> str:
+    """Prefix op by namespace."""
+    return f"{ext}::{{op_name}}"
+'''
+
+
+class BuildError(Exception):
+    pass
+
+
+def run(cmd: list) -> None:
+    if subprocess.run(cmd).returncode != 0:
+        raise BuildError("failed: " + " ".join(cmd))
+
+
+def write_if_changed(path: Path, text: str) -> None:
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--arch", default=platform.machine())
+    ap.add_argument("--torch-dir", type=Path, help="the target's torch package directory")
+    ap.add_argument("--cxx", default=os.environ.get("CXX", "g++"))
+    ap.add_argument("--out", type=Path, default=ROOT / "build")
+    args = ap.parse_args()
+    start = time.monotonic()
+
+    if args.torch_dir is None:
+        import torch
+        args.torch_dir = Path(torch.__file__).parent
+    torch_dir = args.torch_dir.resolve()
+    variant = variant_name(torch_version(torch_dir), args.arch)
+    ident = kernel_id()
+    ext = f"_{PY_NAME}_cpu_{ident}"
+
+    out_dir = args.out / variant
+    obj_dir = args.out / ".obj" / variant
+    gen_dir = args.out / ".gen" / variant
+    for d in (out_dir, obj_dir, gen_dir):
+        d.mkdir(parents=True, exist_ok=True)
+    write_if_changed(gen_dir / "registration.h", registration_header())
+
+    csrc = ROOT / "csrc"
+    headers = b"".join(p.read_bytes() for p in sorted(csrc.glob("*.h")))
+    headers += (ROOT / "torch-ext" / "torch_binding.h").read_bytes() + registration_header().encode()
+    torch_inc = [f"-I{torch_dir / 'include'}", f"-I{torch_dir / 'include/torch/csrc/api/include'}"]
+    py_inc = f"-I{sysconfig.get_paths()['include']}"
+
+    jobs = []  # (source, flags)
+    for name in KERNEL_SOURCES:
+        jobs.append((csrc / name, KERNEL_FLAGS + [f"-I{csrc}"]))
+    jobs.append((ROOT / "torch-ext" / "torch_binding.cpp",
+                 BINDING_FLAGS + [f"-DTORCH_EXTENSION_NAME={ext}", f"-I{csrc}", f"-I{gen_dir}", py_inc] + torch_inc))
+
+    def compile_one(job):
+        src, flags = job
+        key = hashlib.sha1(src.read_bytes() + headers + " ".join([args.cxx, *flags]).encode()).hexdigest()[:16]
+        obj = obj_dir / f"{src.stem}-{key}.o"
+        if obj.exists():
+            return obj, False
+        tmp = obj.with_suffix(".tmp.o")
+        run([args.cxx, *flags, "-c", str(src), "-o", str(tmp)])
+        tmp.rename(obj)
+        return obj, True
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        results = list(pool.map(compile_one, jobs))
+    objects = [o for o, _ in results]
+    compiled = [o.name for o, fresh in results if fresh]
+
+    so = out_dir / f"{ext}.abi3.so"
+    stale = [p for p in out_dir.glob(f"_{PY_NAME}_cpu_*.abi3.so") if p != so]
+    if compiled or not so.exists() or stale:
+        for p in stale:
+            p.unlink()
+        # No libpython and no libtorch_python: the module init resolves against the running
+        # interpreter, and the ops need only libtorch_cpu (and c10).
+        run([args.cxx, "-shared", "-o", str(so), *map(str, objects),
+                        f"-L{torch_dir / 'lib'}", f"-Wl,-rpath-link,{torch_dir / 'lib'}",
+                        "-Wl,--no-as-needed", "-lc10", "-ltorch_cpu", "-ltorch", "-Wl,--as-needed"])
+
+    # The Python package: copy (not link) so the variant directory stands alone, like a Hub variant.
+    pkg = ROOT / "torch-ext" / PY_NAME
+    wanted = {p.name for p in pkg.glob("*.py")} | {"_ops.py", so.name, "metadata.json"}
+    for p in out_dir.iterdir():
+        if p.name not in wanted:
+            shutil.rmtree(p) if p.is_dir() else p.unlink()
+    for p in pkg.glob("*.py"):
+        write_if_changed(out_dir / p.name, p.read_text())
+    write_if_changed(out_dir / "_ops.py", ops_py(ext))
+    metadata = {"name": NAME, "id": ext, "version": 1, "license": "apache-2.0",
+                "python-depends": [], "backend": {"type": "cpu"}}
+    write_if_changed(out_dir / "metadata.json", json.dumps(metadata, indent=2) + "\n")
+
+    what = f"compiled {', '.join(compiled)}" if compiled else "up to date"
+    print(f"build: {out_dir.relative_to(ROOT) if out_dir.is_relative_to(ROOT) else out_dir} "
+          f"({ext}; {what}) in {time.monotonic() - start:.1f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except BuildError as e:
+        print(f"build: {e}", file=sys.stderr)
+        sys.exit(1)

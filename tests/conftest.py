@@ -1,0 +1,38 @@
+"""Every test loads the kernel the way users do: get_kernel(...) resolved through
+LOCAL_KERNELS to this repository's build/ (`make test` builds it first)."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+os.environ.setdefault("LOCAL_KERNELS", f"phanerozoic/spec-verify={ROOT / 'build'}")
+
+
+def load_kernel():
+    from kernels import get_kernel
+
+    return get_kernel("phanerozoic/spec-verify", version=1, trust_remote_code=True)
+
+
+@pytest.fixture(scope="session")
+def sv():
+    return load_kernel()
+
+
+def pytest_generate_tests(metafunc):
+    # Tests that take `isa` run once per instruction-set path this machine can run.
+    if "isa" in metafunc.fixturenames:
+        metafunc.parametrize("isa", load_kernel().available_isas(), scope="module")
+
+
+@pytest.fixture(autouse=True)
+def _path(request, sv):
+    isa = request.getfixturevalue("isa") if "isa" in request.fixturenames else ""
+    sv._force_isa(isa)
+    yield
+    sv._force_isa("")

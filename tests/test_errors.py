@@ -1,0 +1,113 @@
+"""Every malformed input of DESIGN.md's list: the exception type, a message that names the
+problem, and nothing mutated (inputs and the generator are as they were)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+K, V = 3, 20
+
+
+def good():
+    g = torch.Generator().manual_seed(0)
+    p = torch.rand(K + 1, V, generator=g) + 0.01
+    q = torch.rand(K, V, generator=g) + 0.01
+    return p, q, torch.tensor([1, 2, 3])
+
+
+def with_value(t, index, value):
+    t = t.clone()
+    t[index] = value
+    return t
+
+
+p0, q0, t0 = good()
+ACCEPT_CASES = [
+    # (description, (p, q, tokens), exception, message pattern)
+    ("target 1-D", (p0[0], q0, t0), ValueError, r"target_probs must be 2-D"),
+    ("target 3-D", (p0[None], q0, t0), ValueError, r"target_probs must be 2-D"),
+    ("target empty V", (torch.empty(K + 1, 0), q0, t0), ValueError, r"target_probs must be 2-D.*V >= 1"),
+    ("target no rows", (torch.empty(0, V), q0, t0), ValueError, r"target_probs must be 2-D.*K >= 0"),
+    ("draft rows K+1", (p0, torch.rand(K + 1, V), t0), ValueError, r"draft_probs must have shape \[K, V\] = \[3, 20\], got \[4, 20\]"),
+    ("draft other V", (p0, torch.rand(K, V + 1), t0), ValueError, r"draft_probs must have shape \[K, V\] = \[3, 20\]"),
+    ("draft 1-D", (p0, q0[0], t0), ValueError, r"draft_probs must be 2-D"),
+    ("tokens K-1", (p0, q0, t0[:2]), ValueError, r"draft_tokens must have shape \[K\] = \[3\].*got \[2\]"),
+    ("tokens 2-D", (p0, q0, t0[None]), ValueError, r"draft_tokens must have shape \[K\]"),
+    ("target float64", (p0.double(), q0, t0), TypeError, r"target_probs must have dtype torch.float32, got torch.float64"),
+    ("target float16", (p0.half(), q0, t0), TypeError, r"target_probs must have dtype torch.float32, got torch.float16"),
+    ("draft bfloat16", (p0, q0.bfloat16(), t0), TypeError, r"draft_probs must have dtype torch.float32, got torch.bfloat16"),
+    ("tokens float", (p0, q0, t0.float()), TypeError, r"draft_tokens must have an integer dtype, got torch.float32"),
+    ("tokens bool", (p0, q0, t0 > 1), TypeError, r"draft_tokens must have an integer dtype, got torch.bool"),
+    ("token negative", (p0, q0, torch.tensor([1, -1, 3])), ValueError, r"draft_tokens\[1\] = -1 is outside the vocabulary \[0, 20\)"),
+    ("token = V", (p0, q0, torch.tensor([1, 2, V])), ValueError, r"draft_tokens\[2\] = 20 is outside"),
+    ("target NaN", (with_value(p0, (0, 4), float("nan")), q0, t0), ValueError, r"target_probs\[0, 4\] = nan is NaN"),
+    ("draft NaN", (p0, with_value(q0, (0, 9), float("nan")), t0), ValueError, r"draft_probs\[0, 9\] = nan is NaN"),
+    ("target negative", (with_value(p0, (0, 3), -0.5), q0, t0), ValueError, r"target_probs\[0, 3\] = -0.5 is negative"),
+    ("draft negative", (p0, with_value(q0, (0, 0), -1e-30), t0), ValueError, r"draft_probs\[0, 0\] = .* is negative"),
+    ("target +inf", (with_value(p0, (0, 5), float("inf")), q0, t0), ValueError, r"target_probs\[0, 5\] = inf is infinite"),
+    ("draft -inf", (p0, with_value(q0, (0, 5), float("-inf")), t0), ValueError, r"draft_probs\[0, 5\] = -inf is negative"),
+    ("target zero row", (with_value(p0, 0, 0.0), q0, t0), ValueError, r"target_probs\[0\] has zero mass"),
+    ("draft zero row", (p0, with_value(q0, 0, 0.0), t0), ValueError, r"draft_probs\[0\] has zero mass"),
+    ("target on meta", (p0.to("meta"), q0, t0), ValueError, r"target_probs must be on the CPU, got a tensor on meta"),
+    ("draft on meta", (p0, q0.to("meta"), t0), ValueError, r"draft_probs must be on the CPU"),
+    ("tokens on meta", (p0, q0, t0.to("meta")), ValueError, r"draft_tokens must be on the CPU"),
+    ("target a list", (p0.tolist(), q0, t0), TypeError, r"target_probs must be a torch.Tensor, got list"),
+    ("tokens a string", (p0, q0, "123"), TypeError, r"draft_tokens must be a 1-D integer tensor or a list of ints"),
+]
+
+
+@pytest.mark.parametrize("case", ACCEPT_CASES, ids=[c[0] for c in ACCEPT_CASES])
+def test_accept_rejects(sv, case):
+    _, args, exc, pattern = case
+    before = [a.clone() if isinstance(a, torch.Tensor) and a.device.type == "cpu" else a for a in args]
+    g = torch.Generator().manual_seed(1)
+    state = g.get_state()
+    with pytest.raises(exc, match=pattern):
+        sv.accept(*args, g)
+    assert torch.equal(g.get_state(), state), "the generator advanced on a call that raised"
+    for a, b in zip(args, before):
+        if isinstance(a, torch.Tensor) and a.device.type == "cpu":
+            assert torch.equal(a, b) or (a.isnan() == b.isnan()).all()
+
+
+GREEDY_CASES = [
+    ("target 1-D", (p0[0], t0), ValueError, r"target_probs must be 2-D"),
+    ("tokens K+1", (p0, torch.tensor([1, 2, 3, 4])), ValueError, r"draft_tokens must have shape \[K\] = \[3\]"),
+    ("target float64", (p0.double(), t0), TypeError, r"must have dtype torch.float32, got torch.float64"),
+    ("tokens float", (p0, t0.double()), TypeError, r"draft_tokens must have an integer dtype"),
+    ("token = V", (p0, torch.tensor([0, V, 1])), ValueError, r"draft_tokens\[1\] = 20 is outside"),
+    ("NaN in row 0", (with_value(p0, (0, 2), float("nan")), t0), ValueError, r"target_probs\[0, 2\] = nan is NaN"),
+    ("target on meta", (p0.to("meta"), t0), ValueError, r"must be on the CPU"),
+]
+
+
+@pytest.mark.parametrize("case", GREEDY_CASES, ids=[c[0] for c in GREEDY_CASES])
+def test_verify_greedy_rejects(sv, case):
+    _, args, exc, pattern = case
+    with pytest.raises(exc, match=pattern):
+        sv.verify_greedy(*args)
+
+
+def test_uniforms_checked(sv):
+    p, q, t = good()
+    with pytest.raises(TypeError, match=r"uniforms must have dtype torch.float64, got torch.float32"):
+        sv.accept_with_uniforms(p, q, t, torch.rand(K + 1))
+    with pytest.raises(ValueError, match=r"uniforms must have shape \[K\+1\] = \[4\], got \[3\]"):
+        sv.accept_with_uniforms(p, q, t, torch.rand(K, dtype=torch.float64))
+    for bad in [1.0, -0.1, float("nan")]:
+        u = torch.rand(K + 1, dtype=torch.float64)
+        u[2] = bad
+        with pytest.raises(ValueError, match=r"uniforms\[2\] = .* is outside \[0, 1\)"):
+            sv.accept_with_uniforms(p, q, t, u)
+
+
+def test_generator_type_checked(sv):
+    p, q, t = good()
+    with pytest.raises(TypeError, match="generator must be a torch.Generator"):
+        sv.accept(p, q, t, 123)
+
+
+def test_forced_path_that_does_not_exist(sv):
+    with pytest.raises(ValueError, match="'sse9' is not a path"):
+        sv._force_isa("sse9")
+    assert sv.isa() in sv.available_isas()
