@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAGE := scripts/stage.sh
 export LOCAL_KERNELS := phanerozoic/spec-verify=$(CURDIR)/build
 
-.PHONY: setup build demo test pytest clean
+.PHONY: setup build demo test native pytest bench clean
 
 setup: $(VENV)/.requirements-installed
 
@@ -21,7 +21,14 @@ demo: build
 pytest: build
 	@$(STAGE) pytest $(PY) -m pytest -q tests
 
-test: pytest
+# The core's own tests: every path bit for bit, natively and under aarch64 emulation.
+native:
+	@$(STAGE) native scripts/native_tests.sh
+
+test: native pytest
+
+bench: build
+	@$(STAGE) bench $(PY) benchmarks/compare.py
 
 clean:
 	rm -rf build

@@ -1,6 +1,184 @@
-// x86-64 AVX2 path. (Filled in by the SIMD work; until then this build has no AVX2 path.)
+// x86-64 AVX2 path: the scalar reference's results, bit for bit, 8 floats at a time.
+//
+// Only the kernels carry target("avx2,fma"); the detection below is baseline x86-64 code,
+// so loading the library never runs an AVX instruction on a CPU without it. No vector
+// constants at namespace scope (they would be built at load time). FMA is enabled only
+// because the target attribute must name it for some intrinsics' headers; the file builds
+// with -ffp-contract=off, so no multiply-add is ever fused (Note [Residual in float32]).
 #include "spec_verify.h"
+
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <limits>
+
+#define SPEC_VERIFY_AVX2 __attribute__((target("avx2,fma")))
+
+namespace spec_verify {
+namespace {
+
+SPEC_VERIFY_AVX2 inline float horizontal_max(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+// Largest value of row[begin, end); sets *nan if any value there is NaN.
+SPEC_VERIFY_AVX2 float block_max(const float* row, int64_t begin, int64_t end, bool* nan) {
+  int64_t v = begin;
+  float best = -std::numeric_limits<float>::infinity();
+  if (end - v >= 32) {
+    __m256 m0 = _mm256_set1_ps(best), m1 = m0, m2 = m0, m3 = m0;
+    __m256 unordered = _mm256_setzero_ps();
+    for (; v + 32 <= end; v += 32) {
+      const __m256 x0 = _mm256_loadu_ps(row + v), x1 = _mm256_loadu_ps(row + v + 8);
+      const __m256 x2 = _mm256_loadu_ps(row + v + 16), x3 = _mm256_loadu_ps(row + v + 24);
+      // maxps drops a NaN in its first operand, so NaNs are caught by one unordered
+      // compare per pair of vectors instead.
+      m0 = _mm256_max_ps(x0, m0);
+      m1 = _mm256_max_ps(x1, m1);
+      m2 = _mm256_max_ps(x2, m2);
+      m3 = _mm256_max_ps(x3, m3);
+      unordered = _mm256_or_ps(unordered, _mm256_cmp_ps(x0, x1, _CMP_UNORD_Q));
+      unordered = _mm256_or_ps(unordered, _mm256_cmp_ps(x2, x3, _CMP_UNORD_Q));
+    }
+    best = horizontal_max(_mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3)));
+    *nan |= _mm256_movemask_ps(unordered) != 0;
+  }
+  for (; v < end; ++v) {
+    const float x = row[v];
+    *nan |= std::isnan(x);
+    best = x > best ? x : best;
+  }
+  return best;
+}
+
+// Note [Blocked argmax]: the first block whose maximum is the row's maximum, then the first
+// index in it holding that value, is the lowest index of the maximum (+0.0 == -0.0 both in
+// the block comparison and in the search), the same index the scalar loop finds. The row is
+// read once, plus one block.
+SPEC_VERIFY_AVX2 bool f32_argmax__avx2(const float* row, int64_t n, int64_t* index) {
+  bool nan = false;
+  int64_t best_block = 0;
+  float best = block_max(row, 0, n < kMassBlock ? n : kMassBlock, &nan);
+  for (int64_t begin = kMassBlock; begin < n; begin += kMassBlock) {
+    const float m = block_max(row, begin, n - begin < kMassBlock ? n : begin + kMassBlock, &nan);
+    if (m > best) {
+      best = m;
+      best_block = begin / kMassBlock;
+    }
+  }
+  if (nan) return false;
+  const int64_t begin = best_block * kMassBlock;
+  const int64_t end = n - begin < kMassBlock ? n : begin + kMassBlock;
+  int64_t v = begin;
+  const __m256 target = _mm256_set1_ps(best);
+  for (; v + 8 <= end; v += 8) {
+    const int hits = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(row + v), target, _CMP_EQ_OQ));
+    if (hits != 0) {
+      *index = v + __builtin_ctz(static_cast<unsigned>(hits));
+      return true;
+    }
+  }
+  for (; v < end; ++v) {
+    if (row[v] == best) break;
+  }
+  *index = v;
+  return true;
+}
+
+// Note [Canonical mass order] with 16 lanes as four 4-wide accumulators: a0 holds lanes
+// 0-3, a1 4-7, a2 8-11, a3 12-15. The fold l[j] += l[j+8], l[j] += l[j+4], l[j] += l[j+2],
+// l[0] + l[1] is (a0 + a2) + (a1 + a3), then its low and high halves, then the two lanes.
+SPEC_VERIFY_AVX2 inline double fold_lanes(__m256d a0, __m256d a1, __m256d a2, __m256d a3) {
+  const __m256d four = _mm256_add_pd(_mm256_add_pd(a0, a2), _mm256_add_pd(a1, a3));
+  const __m128d two = _mm_add_pd(_mm256_castpd256_pd128(four), _mm256_extractf128_pd(four, 1));
+  return _mm_cvtsd_f64(_mm_add_sd(two, _mm_unpackhi_pd(two, two)));
+}
+
+SPEC_VERIFY_AVX2 inline void add_widened(__m256 x, __m256d* lo, __m256d* hi) {
+  *lo = _mm256_add_pd(*lo, _mm256_cvtps_pd(_mm256_castps256_ps128(x)));
+  *hi = _mm256_add_pd(*hi, _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)));
+}
+
+// Validation without a branch per element: minps keeps its second operand when the first
+// is NaN, so `smallest` sees every negative value (and -inf) but never a NaN; a NaN or +inf
+// instead makes the float64 mass NaN or inf (float32 values cannot overflow a float64 sum).
+SPEC_VERIFY_AVX2 bool f32_mass__avx2(const float* row, int64_t n, double* block_mass, double* mass) {
+  __m256 smallest = _mm256_setzero_ps();
+  float smallest_tail = 0.0f;
+  double total = 0.0;
+  for (int64_t b = 0, begin = 0; begin < n; ++b, begin += kMassBlock) {
+    const int64_t len = n - begin < kMassBlock ? n - begin : kMassBlock;
+    const int64_t body = len - len % kLanes;
+    const float* x = row + begin;
+    __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t g = 0; g < body; g += kLanes) {
+      const __m256 x0 = _mm256_loadu_ps(x + g), x1 = _mm256_loadu_ps(x + g + 8);
+      smallest = _mm256_min_ps(x0, smallest);
+      smallest = _mm256_min_ps(x1, smallest);
+      add_widened(x0, &a0, &a1);
+      add_widened(x1, &a2, &a3);
+    }
+    double sum = fold_lanes(a0, a1, a2, a3);
+    for (int64_t v = body; v < len; ++v) {
+      smallest_tail = x[v] < smallest_tail ? x[v] : smallest_tail;
+      sum += static_cast<double>(x[v]);
+    }
+    block_mass[b] = sum;
+    total += sum;
+  }
+  const bool negative = _mm256_movemask_ps(_mm256_cmp_ps(smallest, _mm256_setzero_ps(), _CMP_LT_OQ)) != 0;
+  if (negative || smallest_tail < 0.0f || !std::isfinite(total)) return false;
+  *mass = total;
+  return true;
+}
+
+SPEC_VERIFY_AVX2 inline __m256 residual8(const float* p, const float* q, __m256 a, __m256 b) {
+  // max_ps returns its second operand (+0.0) unless d > 0: the clamp of residual_value().
+  const __m256 d = _mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(p), a), _mm256_mul_ps(_mm256_loadu_ps(q), b));
+  return _mm256_max_ps(d, _mm256_setzero_ps());
+}
+
+SPEC_VERIFY_AVX2 void f32_residual_mass__avx2(const float* p, const float* q, float a, float b,
+                                              int64_t n, double* block_mass, double* mass) {
+  const __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
+  double total = 0.0;
+  for (int64_t blk = 0, begin = 0; begin < n; ++blk, begin += kMassBlock) {
+    const int64_t len = n - begin < kMassBlock ? n - begin : kMassBlock;
+    const int64_t body = len - len % kLanes;
+    const float* pb = p + begin;
+    const float* qb = q + begin;
+    __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t g = 0; g < body; g += kLanes) {
+      add_widened(residual8(pb + g, qb + g, va, vb), &a0, &a1);
+      add_widened(residual8(pb + g + 8, qb + g + 8, va, vb), &a2, &a3);
+    }
+    double sum = fold_lanes(a0, a1, a2, a3);
+    for (int64_t v = body; v < len; ++v) sum += static_cast<double>(residual_value(pb[v], qb[v], a, b));
+    block_mass[blk] = sum;
+    total += sum;
+  }
+  *mass = total;
+}
+
+}  // namespace
+
+const KernelTable* avx2_kernels() {
+  static const KernelTable table{"avx2", f32_argmax__avx2, f32_mass__avx2, f32_residual_mass__avx2};
+  static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return supported ? &table : nullptr;
+}
+
+}  // namespace spec_verify
+
+#else  // not x86-64
 
 namespace spec_verify {
 const KernelTable* avx2_kernels() { return nullptr; }
 }  // namespace spec_verify
+
+#endif

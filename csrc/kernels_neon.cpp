@@ -1,6 +1,175 @@
-// aarch64 NEON path. (Filled in by the SIMD work; until then this build has no NEON path.)
+// aarch64 NEON path: the scalar reference's results, bit for bit, 4 floats at a time.
+//
+// Baseline armv8-a only (a Raspberry Pi 4's Cortex-A72 is armv8.0): NEON and float64
+// vectors are part of every aarch64 CPU, so no run-time check is needed. Anything newer
+// (fp16 arithmetic, dot products) would need a getauxval(AT_HWCAP) check first.
 #include "spec_verify.h"
+
+#if defined(__aarch64__)
+
+#include <arm_neon.h>
+
+#include <cmath>
+#include <limits>
+
+namespace spec_verify {
+namespace {
+
+// Largest value of row[begin, end); sets *nan if any value there is NaN. FMAX (unlike
+// FMAXNM) returns NaN when either input is NaN, so a NaN anywhere survives to the block's
+// maximum: no separate NaN test in the loop.
+float block_max(const float* row, int64_t begin, int64_t end, bool* nan) {
+  int64_t v = begin;
+  float best = -std::numeric_limits<float>::infinity();
+  if (end - v >= 32) {
+    float32x4_t m0 = vdupq_n_f32(best), m1 = m0, m2 = m0, m3 = m0;
+    for (; v + 32 <= end; v += 32) {
+      const float32x4x4_t a = vld1q_f32_x4(row + v);
+      const float32x4x4_t b = vld1q_f32_x4(row + v + 16);
+      m0 = vmaxq_f32(m0, a.val[0]);
+      m1 = vmaxq_f32(m1, a.val[1]);
+      m2 = vmaxq_f32(m2, a.val[2]);
+      m3 = vmaxq_f32(m3, a.val[3]);
+      m0 = vmaxq_f32(m0, b.val[0]);
+      m1 = vmaxq_f32(m1, b.val[1]);
+      m2 = vmaxq_f32(m2, b.val[2]);
+      m3 = vmaxq_f32(m3, b.val[3]);
+    }
+    best = vmaxvq_f32(vmaxq_f32(vmaxq_f32(m0, m1), vmaxq_f32(m2, m3)));
+    *nan |= std::isnan(best);
+  }
+  for (; v < end; ++v) {
+    const float x = row[v];
+    *nan |= std::isnan(x);
+    best = x > best ? x : best;
+  }
+  return best;
+}
+
+// Note [Blocked argmax] (kernels_avx2.cpp): the first block holding the row's maximum,
+// then the first index in it equal to that maximum.
+bool f32_argmax__neon(const float* row, int64_t n, int64_t* index) {
+  bool nan = false;
+  int64_t best_block = 0;
+  float best = block_max(row, 0, n < kMassBlock ? n : kMassBlock, &nan);
+  for (int64_t begin = kMassBlock; begin < n; begin += kMassBlock) {
+    const float m = block_max(row, begin, n - begin < kMassBlock ? n : begin + kMassBlock, &nan);
+    if (m > best) {
+      best = m;
+      best_block = begin / kMassBlock;
+    }
+  }
+  if (nan) return false;
+  const int64_t begin = best_block * kMassBlock;
+  const int64_t end = n - begin < kMassBlock ? n : begin + kMassBlock;
+  int64_t v = begin;
+  const float32x4_t target = vdupq_n_f32(best);
+  for (; v + 4 <= end; v += 4) {
+    if (vmaxvq_u32(vceqq_f32(vld1q_f32(row + v), target)) != 0) break;
+  }
+  for (; v < end; ++v) {
+    if (row[v] == best) break;
+  }
+  *index = v;
+  return true;
+}
+
+// Note [Canonical mass order] with 16 lanes as eight 2-wide accumulators: acc[k] holds
+// lanes 2k and 2k+1. The fold l[j] += l[j+8], l[j] += l[j+4], l[j] += l[j+2], l[0] + l[1]
+// is acc[k] += acc[k+4], acc[k] += acc[k+2], acc[0] += acc[1], then its two lanes.
+inline double fold_lanes(float64x2_t* acc) {
+  for (int k = 0; k < 4; ++k) acc[k] = vaddq_f64(acc[k], acc[k + 4]);
+  for (int k = 0; k < 2; ++k) acc[k] = vaddq_f64(acc[k], acc[k + 2]);
+  const float64x2_t two = vaddq_f64(acc[0], acc[1]);
+  return vgetq_lane_f64(two, 0) + vgetq_lane_f64(two, 1);
+}
+
+// Adds 16 floats (four vectors, elements 16g .. 16g+15) to the lanes.
+inline void add_widened(const float32x4x4_t& x, float64x2_t* acc) {
+  for (int i = 0; i < 4; ++i) {
+    acc[2 * i] = vaddq_f64(acc[2 * i], vcvt_f64_f32(vget_low_f32(x.val[i])));
+    acc[2 * i + 1] = vaddq_f64(acc[2 * i + 1], vcvt_high_f64_f32(x.val[i]));
+  }
+}
+
+// Validation: FMIN propagates NaN, so `smallest` ends NaN (any NaN) or negative (any
+// negative value, -inf included); +inf makes the float64 mass infinite.
+bool f32_mass__neon(const float* row, int64_t n, double* block_mass, double* mass) {
+  float32x4_t smallest = vdupq_n_f32(0.0f);
+  float smallest_tail = 0.0f;
+  bool nan_tail = false;
+  double total = 0.0;
+  for (int64_t b = 0, begin = 0; begin < n; ++b, begin += kMassBlock) {
+    const int64_t len = n - begin < kMassBlock ? n - begin : kMassBlock;
+    const int64_t body = len - len % kLanes;
+    const float* x = row + begin;
+    float64x2_t acc[8];
+    for (auto& a : acc) a = vdupq_n_f64(0.0);
+    for (int64_t g = 0; g < body; g += kLanes) {
+      const float32x4x4_t v = vld1q_f32_x4(x + g);
+      smallest = vminq_f32(smallest, vminq_f32(vminq_f32(v.val[0], v.val[1]), vminq_f32(v.val[2], v.val[3])));
+      add_widened(v, acc);
+    }
+    double sum = fold_lanes(acc);
+    for (int64_t v = body; v < len; ++v) {
+      smallest_tail = x[v] < smallest_tail ? x[v] : smallest_tail;
+      nan_tail |= std::isnan(x[v]);
+      sum += static_cast<double>(x[v]);
+    }
+    block_mass[b] = sum;
+    total += sum;
+  }
+  const float low = vminvq_f32(smallest);
+  if (!(low >= 0.0f) || smallest_tail < 0.0f || nan_tail || !std::isfinite(total)) return false;
+  *mass = total;
+  return true;
+}
+
+// FMAX(d, +0.0) is d when d > 0 and +0.0 otherwise (FMAX orders -0.0 below +0.0): the
+// clamp of residual_value(). Two products and a difference, each rounded (no FMLS).
+inline float32x4_t residual4(float32x4_t p, float32x4_t q, float32x4_t a, float32x4_t b) {
+  return vmaxq_f32(vsubq_f32(vmulq_f32(p, a), vmulq_f32(q, b)), vdupq_n_f32(0.0f));
+}
+
+void f32_residual_mass__neon(const float* p, const float* q, float a, float b, int64_t n,
+                             double* block_mass, double* mass) {
+  const float32x4_t va = vdupq_n_f32(a), vb = vdupq_n_f32(b);
+  double total = 0.0;
+  for (int64_t blk = 0, begin = 0; begin < n; ++blk, begin += kMassBlock) {
+    const int64_t len = n - begin < kMassBlock ? n - begin : kMassBlock;
+    const int64_t body = len - len % kLanes;
+    const float* pb = p + begin;
+    const float* qb = q + begin;
+    float64x2_t acc[8];
+    for (auto& x : acc) x = vdupq_n_f64(0.0);
+    for (int64_t g = 0; g < body; g += kLanes) {
+      const float32x4x4_t pv = vld1q_f32_x4(pb + g);
+      const float32x4x4_t qv = vld1q_f32_x4(qb + g);
+      float32x4x4_t r;
+      for (int i = 0; i < 4; ++i) r.val[i] = residual4(pv.val[i], qv.val[i], va, vb);
+      add_widened(r, acc);
+    }
+    double sum = fold_lanes(acc);
+    for (int64_t v = body; v < len; ++v) sum += static_cast<double>(residual_value(pb[v], qb[v], a, b));
+    block_mass[blk] = sum;
+    total += sum;
+  }
+  *mass = total;
+}
+
+}  // namespace
+
+const KernelTable* neon_kernels() {
+  static const KernelTable table{"neon", f32_argmax__neon, f32_mass__neon, f32_residual_mass__neon};
+  return &table;
+}
+
+}  // namespace spec_verify
+
+#else  // not aarch64
 
 namespace spec_verify {
 const KernelTable* neon_kernels() { return nullptr; }
 }  // namespace spec_verify
+
+#endif
