@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAGE := scripts/stage.sh
 export LOCAL_KERNELS := phanerozoic/spec-verify=$(CURDIR)/build
 
-.PHONY: setup build demo test native pytest bench clean
+.PHONY: setup build demo test native insn-budget pytest bench clean
 
 setup: $(VENV)/.requirements-installed
 
@@ -25,7 +25,11 @@ pytest: build
 native:
 	@$(STAGE) native scripts/native_tests.sh
 
-test: native pytest
+# Exact aarch64 instruction counts per element against the budgets (scripts/insn_budget.py).
+insn-budget: setup
+	@$(STAGE) insn-budget $(PY) scripts/insn_budget.py
+
+test: native insn-budget pytest
 
 bench: build
 	@$(STAGE) bench $(PY) benchmarks/compare.py

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Instruction budgets of the aarch64 kernels, counted exactly under qemu.
+
+Builds tests/native/kernel_calls.cpp for aarch64 (static, with a linker map), runs each
+kernel of each path under qemu-aarch64 with the counting plugin (scripts/insn_count), and
+counts the instructions executed inside the kernel files' code (every .text section the map
+attributes to kernels_neon.o or reference.o), per element of the rows read:
+
+    kernel          rows read   NEON budget   NEON vs scalar
+    row argmax      1           <= 0.80       >= 4x fewer
+    row mass        1           <= 1.75       >= 2x fewer
+    residual mass   2 (p, q)    <= 2.50       >= 2x fewer
+
+"Per element" divides by V, the row length (the residual reads two rows of V). Counts are
+exact and repeatable, so these are tests. Prints a table and "N passed, N failed".
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "build" / "native"
+V, REPS = 32000, 4
+BUDGETS = {"argmax": (0.80, 4.0), "mass": (1.75, 2.0), "residual": (2.50, 2.0)}
+OBJECTS = {"neon": "kernels_neon.o", "scalar": "reference.o"}
+
+
+def build() -> Path:
+    OUT.mkdir(parents=True, exist_ok=True)
+    objs = []
+    flags = ["-std=c++20", "-O3", "-ffp-contract=off", "-march=armv8-a", f"-I{ROOT / 'csrc'}"]
+    for src in ["reference.cpp", "rounds.cpp", "dispatch.cpp", "kernels_avx2.cpp", "kernels_neon.cpp"]:
+        obj = OUT / ("aarch64_" + src.replace(".cpp", ".o"))
+        subprocess.run(["aarch64-linux-gnu-g++", *flags, "-c", str(ROOT / "csrc" / src), "-o", str(obj)], check=True)
+        objs.append(obj)
+    exe = OUT / "kernel_calls_aarch64"
+    subprocess.run(["aarch64-linux-gnu-g++", *flags, "-static", str(ROOT / "tests/native/kernel_calls.cpp"),
+                    *map(str, objs), "-o", str(exe), f"-Wl,-Map,{exe}.map"], check=True)
+    return exe
+
+
+def code_ranges(map_file: Path, obj_suffix: str):
+    """[lo, hi) of every .text input section the linker map attributes to an object."""
+    ranges = []
+    lines = map_file.read_text().splitlines()
+    for i, line in enumerate(lines):
+        m = re.match(r"^\s*(\.text\S*)\s*(0x[0-9a-f]+)?\s*(0x[0-9a-f]+)?\s*(\S+)?$", line)
+        if not m:
+            continue
+        if m.group(2) is None and i + 1 < len(lines):  # long section names wrap to the next line
+            m2 = re.match(r"^\s+(0x[0-9a-f]+)\s+(0x[0-9a-f]+)\s+(\S+)$", lines[i + 1])
+            if not m2:
+                continue
+            lo, size, obj = m2.groups()
+        else:
+            lo, size, obj = m.group(2), m.group(3), m.group(4)
+        if obj and obj.endswith("aarch64_" + obj_suffix) and size and int(size, 16) > 0:
+            ranges.append((int(lo, 16), int(lo, 16) + int(size, 16)))
+    return ranges
+
+
+def count(plugin: str, exe: Path, ranges, kernel: str, path: str, cpu: str) -> int:
+    spec = ",".join(f"range=r{i}:{lo:#x}:{hi:#x}" for i, (lo, hi) in enumerate(ranges))
+    out = OUT / "insn_count.txt"
+    subprocess.run(["qemu-aarch64", "-cpu", cpu, "-plugin", f"{plugin},{spec},out={out}",
+                    str(exe), kernel, path, str(V), str(REPS)], check=True, capture_output=True)
+    return sum(int(line.split()[1]) for line in out.read_text().splitlines())
+
+
+def main() -> int:
+    subprocess.run([str(ROOT / "scripts/ensure_apt.sh"), "g++-aarch64-linux-gnu", "qemu-user"], check=True)
+    plugin = subprocess.run([str(ROOT / "scripts/insn_count/build.sh")], check=True,
+                            capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    exe = build()
+    ranges = {path: code_ranges(Path(f"{exe}.map"), obj) for path, obj in OBJECTS.items()}
+    passed = failed = 0
+    print(f"aarch64 instructions per element, V = {V}, counted under qemu (Cortex-A72 and Neoverse-N1)")
+    print(f"{'kernel':<10} {'cpu':<12} {'neon':>7} {'scalar':>7} {'ratio':>6}   budget")
+    for kernel, (budget, min_ratio) in BUDGETS.items():
+        for cpu in ["cortex-a72", "neoverse-n1"]:
+            per = {path: count(plugin, exe, ranges[path], kernel, path, cpu) / (V * REPS) for path in OBJECTS}
+            ratio = per["scalar"] / per["neon"]
+            ok = per["neon"] <= budget and ratio >= min_ratio
+            passed, failed = passed + ok, failed + (not ok)
+            print(f"{kernel:<10} {cpu:<12} {per['neon']:>7.3f} {per['scalar']:>7.3f} {ratio:>5.1f}x   "
+                  f"<= {budget:.2f}, >= {min_ratio:.0f}x fewer: {'ok' if ok else 'FAIL'}")
+    print(f"insn-budget: {passed} passed, {failed} failed")
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
