@@ -1,8 +1,11 @@
 // torch op schemas and tensor checks; everything below this file sees raw pointers.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/DistributionsHelper.h>
+#include <c10/util/SmallVector.h>
 #include <torch/library.h>
 
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 
@@ -154,14 +157,19 @@ std::tuple<c10::SymInt, c10::SymInt> accept(const at::Tensor& target_probs,
                           : at::detail::getDefaultCPUGenerator();
   TORCH_CHECK_VALUE(gen.device().is_cpu(), "spec_verify.accept: generator must be a CPU ",
                     "torch.Generator, got one on ", gen.device());
-  // Exactly K+1 float64 uniforms per call, the same stream as torch.rand(K+1,
-  // dtype=torch.float64, generator=generator). Kept so a malformed row can restore the
-  // generator: a call that raises leaves nothing changed.
-  at::Generator saved = gen.clone();
-  const at::Tensor uniforms = at::rand({a.k + 1}, gen, at::TensorOptions().dtype(at::kDouble));
-  const sv::Outcome out = run_accept(a, uniforms.data_ptr<double>());
+  auto* engine = at::check_generator<at::CPUGeneratorImpl>(gen);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  // Exactly K+1 float64 uniforms per call: the stream torch.rand(K+1, dtype=torch.float64,
+  // generator=generator) gives (one random64() per value, in order), drawn without a tensor.
+  // The engine is kept so that a malformed row, found only as rows are read, can put the
+  // generator back: a call that raises changes nothing.
+  const at::mt19937 saved = engine->engine();
+  c10::SmallVector<double, 16> uniforms(static_cast<size_t>(a.k + 1));
+  const at::uniform_real_distribution<double> uniform(0.0, 1.0);
+  for (double& u : uniforms) u = uniform(engine);
+  const sv::Outcome out = run_accept(a, uniforms.data());
   if (out.error != sv::InputError::kNone) {
-    gen.set_state(saved.get_state());
+    engine->set_engine(saved);
     raise_if_bad(op, out);
   }
   return result(out);

@@ -29,7 +29,7 @@ Tokens = Union[torch.Tensor, Sequence[int]]
 
 
 def _tokens(draft_tokens: Tokens) -> torch.Tensor:
-    if isinstance(draft_tokens, torch.Tensor):
+    if type(draft_tokens) is torch.Tensor or isinstance(draft_tokens, torch.Tensor):
         return draft_tokens
     if isinstance(draft_tokens, (list, tuple)) and all(isinstance(t, int) for t in draft_tokens):
         return torch.tensor(draft_tokens, dtype=torch.int64).reshape(len(draft_tokens))
@@ -41,7 +41,10 @@ def _tokens(draft_tokens: Tokens) -> torch.Tensor:
 
 def _on_cpu(op: str, **tensors) -> None:
     # Checked here, not in C++: a tensor on another device (meta included) would make the
-    # dispatcher skip the CPU kernel altogether.
+    # dispatcher skip the CPU kernel altogether. The common case costs one pass of cheap
+    # attribute reads; only a failure builds a message.
+    if all(type(t) is torch.Tensor and t.is_cpu for t in tensors.values()):
+        return
     for name, t in tensors.items():
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"spec_verify.{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
