@@ -63,17 +63,17 @@ SPEC_VERIFY_AVX2 float block_max(const float* row, int64_t begin, int64_t end, b
 SPEC_VERIFY_AVX2 bool f32_argmax__avx2(const float* row, int64_t n, int64_t* index) {
   bool nan = false;
   int64_t best_block = 0;
-  float best = block_max(row, 0, n < kMassBlock ? n : kMassBlock, &nan);
-  for (int64_t begin = kMassBlock; begin < n; begin += kMassBlock) {
-    const float m = block_max(row, begin, n - begin < kMassBlock ? n : begin + kMassBlock, &nan);
+  float best = block_max(row, 0, n < kArgmaxBlock ? n : kArgmaxBlock, &nan);
+  for (int64_t begin = kArgmaxBlock; begin < n; begin += kArgmaxBlock) {
+    const float m = block_max(row, begin, n - begin < kArgmaxBlock ? n : begin + kArgmaxBlock, &nan);
     if (m > best) {
       best = m;
-      best_block = begin / kMassBlock;
+      best_block = begin / kArgmaxBlock;
     }
   }
   if (nan) return false;
-  const int64_t begin = best_block * kMassBlock;
-  const int64_t end = n - begin < kMassBlock ? n : begin + kMassBlock;
+  const int64_t begin = best_block * kArgmaxBlock;
+  const int64_t end = n - begin < kArgmaxBlock ? n : begin + kArgmaxBlock;
   int64_t v = begin;
   const __m256 target = _mm256_set1_ps(best);
   for (; v + 8 <= end; v += 8) {
@@ -93,76 +93,101 @@ SPEC_VERIFY_AVX2 bool f32_argmax__avx2(const float* row, int64_t n, int64_t* ind
 // Note [Canonical mass order] with 16 lanes as four 4-wide accumulators: a0 holds lanes
 // 0-3, a1 4-7, a2 8-11, a3 12-15. The fold l[j] += l[j+8], l[j] += l[j+4], l[j] += l[j+2],
 // l[0] + l[1] is (a0 + a2) + (a1 + a3), then its low and high halves, then the two lanes.
-SPEC_VERIFY_AVX2 inline double fold_lanes(__m256d a0, __m256d a1, __m256d a2, __m256d a3) {
-  const __m256d four = _mm256_add_pd(_mm256_add_pd(a0, a2), _mm256_add_pd(a1, a3));
-  const __m128d two = _mm_add_pd(_mm256_castpd256_pd128(four), _mm256_extractf128_pd(four, 1));
-  return _mm_cvtsd_f64(_mm_add_sd(two, _mm_unpackhi_pd(two, two)));
-}
+struct Lanes {
+  __m256d a0, a1, a2, a3;
+  SPEC_VERIFY_AVX2 void clear() { a0 = a1 = a2 = a3 = _mm256_setzero_pd(); }
+  // Elements 16g .. 16g+7 (x) and 16g+8 .. 16g+15 (y) of a group of 16.
+  SPEC_VERIFY_AVX2 void add(__m256 x, __m256 y) {
+    a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(x)));
+    a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)));
+    a2 = _mm256_add_pd(a2, _mm256_cvtps_pd(_mm256_castps256_ps128(y)));
+    a3 = _mm256_add_pd(a3, _mm256_cvtps_pd(_mm256_extractf128_ps(y, 1)));
+  }
+  SPEC_VERIFY_AVX2 double fold() const {
+    const __m256d four = _mm256_add_pd(_mm256_add_pd(a0, a2), _mm256_add_pd(a1, a3));
+    const __m128d two = _mm_add_pd(_mm256_castpd256_pd128(four), _mm256_extractf128_pd(four, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(two, _mm_unpackhi_pd(two, two)));
+  }
+};
 
-SPEC_VERIFY_AVX2 inline void add_widened(__m256 x, __m256d* lo, __m256d* hi) {
-  *lo = _mm256_add_pd(*lo, _mm256_cvtps_pd(_mm256_castps256_ps128(x)));
-  *hi = _mm256_add_pd(*hi, _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)));
-}
-
-// Validation without a branch per element: minps keeps its second operand when the first
-// is NaN, so `smallest` sees every negative value (and -inf) but never a NaN; a NaN or +inf
-// instead makes the float64 mass NaN or inf (float32 values cannot overflow a float64 sum).
-SPEC_VERIFY_AVX2 bool f32_mass__avx2(const float* row, int64_t n, double* block_mass, double* mass) {
-  __m256 smallest = _mm256_setzero_ps();
-  float smallest_tail = 0.0f;
+// Block masses of the values a Source yields: source.add16(v, &lanes) adds elements
+// v .. v+15 to the lanes, source.at(v) gives one element as a float (for the tail).
+template <class Source>
+SPEC_VERIFY_AVX2 inline double blocked_mass(Source& source, int64_t n, double* block_mass) {
   double total = 0.0;
   for (int64_t b = 0, begin = 0; begin < n; ++b, begin += kMassBlock) {
     const int64_t len = n - begin < kMassBlock ? n - begin : kMassBlock;
     const int64_t body = len - len % kLanes;
-    const float* x = row + begin;
-    __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
-    for (int64_t g = 0; g < body; g += kLanes) {
-      const __m256 x0 = _mm256_loadu_ps(x + g), x1 = _mm256_loadu_ps(x + g + 8);
-      smallest = _mm256_min_ps(x0, smallest);
-      smallest = _mm256_min_ps(x1, smallest);
-      add_widened(x0, &a0, &a1);
-      add_widened(x1, &a2, &a3);
-    }
-    double sum = fold_lanes(a0, a1, a2, a3);
-    for (int64_t v = body; v < len; ++v) {
-      smallest_tail = x[v] < smallest_tail ? x[v] : smallest_tail;
-      sum += static_cast<double>(x[v]);
-    }
+    Lanes lanes;
+    lanes.clear();
+    for (int64_t g = 0; g < body; g += kLanes) source.add16(begin + g, &lanes);
+    double sum = lanes.fold();
+    for (int64_t v = body; v < len; ++v) sum += static_cast<double>(source.at(begin + v));
     block_mass[b] = sum;
     total += sum;
   }
-  const bool negative = _mm256_movemask_ps(_mm256_cmp_ps(smallest, _mm256_setzero_ps(), _CMP_LT_OQ)) != 0;
-  if (negative || smallest_tail < 0.0f || !std::isfinite(total)) return false;
+  return total;
+}
+
+// Validation at no measurable cost: the OR of every value's bits has the sign bit set iff
+// some value is negative, -inf, -0.0 or a NaN with its sign set; only then is the row
+// checked value by value (so -0.0, which counts as zero, costs a second pass, nothing more).
+// Any other NaN, and +inf, make the float64 mass NaN or inf: float32 values cannot overflow
+// a float64 sum. Converting straight from memory saves the lane extracts of a 256-bit load.
+struct RowValues {
+  const float* row;
+  __m256i bits;
+  bool tail_negative;
+  SPEC_VERIFY_AVX2 void add16(int64_t v, Lanes* lanes) {
+    const float* x = row + v;
+    bits = _mm256_or_si256(bits, _mm256_or_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)),
+                                                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 8))));
+    lanes->a0 = _mm256_add_pd(lanes->a0, _mm256_cvtps_pd(_mm_loadu_ps(x)));
+    lanes->a1 = _mm256_add_pd(lanes->a1, _mm256_cvtps_pd(_mm_loadu_ps(x + 4)));
+    lanes->a2 = _mm256_add_pd(lanes->a2, _mm256_cvtps_pd(_mm_loadu_ps(x + 8)));
+    lanes->a3 = _mm256_add_pd(lanes->a3, _mm256_cvtps_pd(_mm_loadu_ps(x + 12)));
+  }
+  SPEC_VERIFY_AVX2 float at(int64_t v) {
+    tail_negative |= std::signbit(row[v]);
+    return row[v];
+  }
+};
+
+SPEC_VERIFY_AVX2 bool all_valid(const float* row, int64_t n) {
+  for (int64_t v = 0; v < n; ++v) {
+    if (!(row[v] >= 0.0f && row[v] <= std::numeric_limits<float>::max())) return false;
+  }
+  return true;
+}
+
+SPEC_VERIFY_AVX2 bool f32_mass__avx2(const float* row, int64_t n, double* block_mass, double* mass) {
+  RowValues values{row, _mm256_setzero_si256(), false};
+  const double total = blocked_mass(values, n, block_mass);
+  const bool signs = _mm256_movemask_ps(_mm256_castsi256_ps(values.bits)) != 0 || values.tail_negative;
+  if (!std::isfinite(total) || (signs && !all_valid(row, n))) return false;
   *mass = total;
   return true;
 }
 
-SPEC_VERIFY_AVX2 inline __m256 residual8(const float* p, const float* q, __m256 a, __m256 b) {
-  // max_ps returns its second operand (+0.0) unless d > 0: the clamp of residual_value().
-  const __m256 d = _mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(p), a), _mm256_mul_ps(_mm256_loadu_ps(q), b));
-  return _mm256_max_ps(d, _mm256_setzero_ps());
-}
+// max_ps returns its second operand (+0.0) unless d > 0: the clamp of residual_value().
+struct ResidualValues {
+  const float* p;
+  const float* q;
+  __m256 va, vb;
+  float a, b;
+  SPEC_VERIFY_AVX2 __m256 eight(int64_t v) const {
+    const __m256 d = _mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(p + v), va),
+                                   _mm256_mul_ps(_mm256_loadu_ps(q + v), vb));
+    return _mm256_max_ps(d, _mm256_setzero_ps());
+  }
+  SPEC_VERIFY_AVX2 void add16(int64_t v, Lanes* lanes) const { lanes->add(eight(v), eight(v + 8)); }
+  float at(int64_t v) const { return residual_value(p[v], q[v], a, b); }
+};
 
 SPEC_VERIFY_AVX2 void f32_residual_mass__avx2(const float* p, const float* q, float a, float b,
                                               int64_t n, double* block_mass, double* mass) {
-  const __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
-  double total = 0.0;
-  for (int64_t blk = 0, begin = 0; begin < n; ++blk, begin += kMassBlock) {
-    const int64_t len = n - begin < kMassBlock ? n - begin : kMassBlock;
-    const int64_t body = len - len % kLanes;
-    const float* pb = p + begin;
-    const float* qb = q + begin;
-    __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
-    for (int64_t g = 0; g < body; g += kLanes) {
-      add_widened(residual8(pb + g, qb + g, va, vb), &a0, &a1);
-      add_widened(residual8(pb + g + 8, qb + g + 8, va, vb), &a2, &a3);
-    }
-    double sum = fold_lanes(a0, a1, a2, a3);
-    for (int64_t v = body; v < len; ++v) sum += static_cast<double>(residual_value(pb[v], qb[v], a, b));
-    block_mass[blk] = sum;
-    total += sum;
-  }
-  *mass = total;
+  ResidualValues values{p, q, _mm256_set1_ps(a), _mm256_set1_ps(b), a, b};
+  *mass = blocked_mass(values, n, block_mass);
 }
 
 }  // namespace

@@ -51,17 +51,17 @@ float block_max(const float* row, int64_t begin, int64_t end, bool* nan) {
 bool f32_argmax__neon(const float* row, int64_t n, int64_t* index) {
   bool nan = false;
   int64_t best_block = 0;
-  float best = block_max(row, 0, n < kMassBlock ? n : kMassBlock, &nan);
-  for (int64_t begin = kMassBlock; begin < n; begin += kMassBlock) {
-    const float m = block_max(row, begin, n - begin < kMassBlock ? n : begin + kMassBlock, &nan);
+  float best = block_max(row, 0, n < kArgmaxBlock ? n : kArgmaxBlock, &nan);
+  for (int64_t begin = kArgmaxBlock; begin < n; begin += kArgmaxBlock) {
+    const float m = block_max(row, begin, n - begin < kArgmaxBlock ? n : begin + kArgmaxBlock, &nan);
     if (m > best) {
       best = m;
-      best_block = begin / kMassBlock;
+      best_block = begin / kArgmaxBlock;
     }
   }
   if (nan) return false;
-  const int64_t begin = best_block * kMassBlock;
-  const int64_t end = n - begin < kMassBlock ? n : begin + kMassBlock;
+  const int64_t begin = best_block * kArgmaxBlock;
+  const int64_t end = n - begin < kArgmaxBlock ? n : begin + kArgmaxBlock;
   int64_t v = begin;
   const float32x4_t target = vdupq_n_f32(best);
   for (; v + 4 <= end; v += 4) {

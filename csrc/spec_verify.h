@@ -21,7 +21,12 @@ namespace spec_verify {
 // - The row mass is the sum of the block masses in block order, starting from +0.0.
 // Block masses are kept: the sampler finds its block from them (Note [Blocked sampling]).
 constexpr int64_t kLanes = 16;
-constexpr int64_t kMassBlock = 1024;
+constexpr int64_t kMassBlock = 256;
+
+// Block length of the SIMD argmax (Note [Blocked argmax] in kernels_avx2.cpp). Its result
+// is the lowest index of the maximum whatever the block length: longer blocks only spend
+// less on per-block reductions and more on the final in-block search.
+constexpr int64_t kArgmaxBlock = 4096;
 
 inline int64_t num_blocks(int64_t n) { return (n + kMassBlock - 1) / kMassBlock; }
 

@@ -52,7 +52,7 @@ def test_matches_argmax_reference(sv, isa):
 def test_full_vocabulary_ties_at_every_offset(sv, isa):
     """V = 32000; the maximum appears twice, the first copy at every offset near block edges."""
     vocab = 32000
-    for first in [0, 1, 7, 15, 16, 17, 1023, 1024, 1025, 31983, 31998]:
+    for first in [0, 1, 7, 15, 16, 17, 255, 256, 257, 1023, 1024, 1025, 31983, 31998]:
         row = torch.zeros(1, vocab)
         row[0, first] = 5.0
         row[0, -1] = 5.0

@@ -54,7 +54,7 @@ def test_paths_agree_on_random_rounds(sv, vocab, rounds):
 
 def test_paths_agree_on_masses(sv):
     g = torch.Generator().manual_seed(0)
-    for vocab in [1, 15, 16, 17, 1023, 1024, 1025, 32000, 32771, 151936]:
+    for vocab in [1, 15, 16, 17, 255, 256, 257, 1023, 1024, 1025, 32000, 32771, 151936]:
         rows = torch.rand(6, vocab, generator=g) ** 8
         rows[1] *= 1e30
         rows[2] *= 1e-30

@@ -29,7 +29,7 @@ Tokens = Union[torch.Tensor, Sequence[int]]
 
 
 def _tokens(draft_tokens: Tokens) -> torch.Tensor:
-    if type(draft_tokens) is torch.Tensor or isinstance(draft_tokens, torch.Tensor):
+    if isinstance(draft_tokens, torch.Tensor):
         return draft_tokens
     if isinstance(draft_tokens, (list, tuple)) and all(isinstance(t, int) for t in draft_tokens):
         return torch.tensor(draft_tokens, dtype=torch.int64).reshape(len(draft_tokens))
@@ -39,17 +39,22 @@ def _tokens(draft_tokens: Tokens) -> torch.Tensor:
     )
 
 
-def _on_cpu(op: str, **tensors) -> None:
+def _check_on_cpu(op: str, **tensors) -> None:
     # Checked here, not in C++: a tensor on another device (meta included) would make the
-    # dispatcher skip the CPU kernel altogether. The common case costs one pass of cheap
-    # attribute reads; only a failure builds a message.
-    if all(type(t) is torch.Tensor and t.is_cpu for t in tensors.values()):
-        return
+    # dispatcher skip the CPU kernel altogether. Callers test the common case inline first,
+    # so that a call with good arguments pays a few attribute reads and nothing more.
     for name, t in tensors.items():
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"spec_verify.{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
         if t.device.type != "cpu":
             raise ValueError(f"spec_verify.{op}: {name} must be on the CPU, got a tensor on {t.device}")
+
+
+_Tensor = torch.Tensor
+# The overloads themselves: calling them skips the overload resolution of ops.<name>.
+_verify_greedy = ops.verify_greedy.default
+_accept = ops.accept.default
+_accept_with_uniforms = ops.accept_with_uniforms.default
 
 
 def verify_greedy(target_probs: torch.Tensor, draft_tokens: Tokens) -> Tuple[int, int]:
@@ -62,9 +67,11 @@ def verify_greedy(target_probs: torch.Tensor, draft_tokens: Tokens) -> Tuple[int
     n_accepted. Rows after n_accepted are never read. The emitted stream equals plain
     greedy decoding of the target.
     """
-    draft_tokens = _tokens(draft_tokens)
-    _on_cpu("verify_greedy", target_probs=target_probs, draft_tokens=draft_tokens)
-    return ops.verify_greedy(target_probs, draft_tokens)
+    if type(draft_tokens) is not _Tensor:
+        draft_tokens = _tokens(draft_tokens)
+    if not (type(target_probs) is _Tensor and target_probs.is_cpu and draft_tokens.is_cpu):
+        _check_on_cpu("verify_greedy", target_probs=target_probs, draft_tokens=draft_tokens)
+    return _verify_greedy(target_probs, draft_tokens)
 
 
 def accept(
@@ -85,9 +92,12 @@ def accept(
     """
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
-    draft_tokens = _tokens(draft_tokens)
-    _on_cpu("accept", target_probs=target_probs, draft_probs=draft_probs, draft_tokens=draft_tokens)
-    return ops.accept(target_probs, draft_probs, draft_tokens, generator)
+    if type(draft_tokens) is not _Tensor:
+        draft_tokens = _tokens(draft_tokens)
+    if not (type(target_probs) is _Tensor and type(draft_probs) is _Tensor and target_probs.is_cpu
+            and draft_probs.is_cpu and draft_tokens.is_cpu):
+        _check_on_cpu("accept", target_probs=target_probs, draft_probs=draft_probs, draft_tokens=draft_tokens)
+    return _accept(target_probs, draft_probs, draft_tokens, generator)
 
 
 def accept_with_uniforms(
@@ -101,10 +111,11 @@ def accept_with_uniforms(
     uniforms[i] decides position i (accept iff u_i * q_i(t_i) * P_i < p_i(t_i) * Q_i);
     uniforms[K] samples next_token.
     """
-    draft_tokens = _tokens(draft_tokens)
-    _on_cpu("accept_with_uniforms", target_probs=target_probs, draft_probs=draft_probs,
-            draft_tokens=draft_tokens, uniforms=uniforms)
-    return ops.accept_with_uniforms(target_probs, draft_probs, draft_tokens, uniforms)
+    if type(draft_tokens) is not _Tensor:
+        draft_tokens = _tokens(draft_tokens)
+    _check_on_cpu("accept_with_uniforms", target_probs=target_probs, draft_probs=draft_probs,
+                  draft_tokens=draft_tokens, uniforms=uniforms)
+    return _accept_with_uniforms(target_probs, draft_probs, draft_tokens, uniforms)
 
 
 def isa() -> str:
