@@ -1,0 +1,483 @@
+#!/usr/bin/env python3
+"""Side-by-side timing of spec-verify against the pure-PyTorch reference and the floor.
+
+For every case and every instruction-set path this CPU can run, one run times, interleaved:
+  op     the spec_verify call as users make it (accept draws its uniforms from a generator),
+  ref    the pure-PyTorch way to do the same round (benchmarks/torch_reference.py),
+  floor  one torch.sum over a contiguous slice holding as many rows as the op must read.
+It prints a Markdown table of ratios, checks the performance bar (best path only), and
+writes benchmarks/results/compare.json. Single thread throughout.
+
+    python benchmarks/compare.py [--quick] [--strict] [--out PATH]
+
+Absolute times on a shared machine are noise; the ratios are taken block by block (every
+block times every column once, in rotating order) so that load and frequency drift hit
+numerator and denominator alike, and the median and interquartile range of those paired
+ratios are reported.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+os.environ.setdefault("LOCAL_KERNELS", f"phanerozoic/spec-verify={ROOT / 'build'}")
+
+import torch_reference  # noqa: E402
+
+SHAPES = [(32000, 4), (128256, 5)]
+SMALL_V, SMALL_K = 64, 4
+
+# The performance bar of the issue, applied to the best path only.
+BAR_GREEDY_FLOOR = 1.5     # verify_greedy time / floor time, at most
+BAR_ACCEPT_FLOOR = 2.5     # accept time / floor time, at most
+BAR_VS_REFERENCE = 15.0    # reference time / op time, at least
+BAR_GREEDY_ARGMAX = 2.0    # verify_greedy / one torch.argmax at V = 64, at most
+BAR_ACCEPT_ARGMAX = 3.0    # accept / one torch.argmax at V = 64, at most
+
+CLIP = 2.0  # a call counts at most this many times its median (see settle)
+
+
+@dataclass
+class Column:
+    """One timed thing. A chunk calls fn(*args) once per entry of `calls`, after prepare().
+
+    prepare() runs untimed: it forces the path and reseeds generators, so that a chunk of
+    the mixed-outcome case replays exactly the rounds the floor was built for.
+    """
+    name: str
+    fn: Callable
+    rounds: list                       # argument tuples, cycled through
+    prepare: Optional[Callable] = None
+    fixed: bool = False                # chunk = exactly one pass over `rounds`
+    calls: list = field(default_factory=list)
+    raw: list = field(default_factory=list)       # per block: ns of every call in the chunk
+    per_call_ns: list = field(default_factory=list)  # per block: the chunk's robust mean
+
+    def chunk(self) -> list:
+        if self.prepare is not None:
+            self.prepare()
+        fn, clock = self.fn, time.perf_counter_ns
+        out = [0] * len(self.calls)
+        for i, a in enumerate(self.calls):
+            t0 = clock()
+            fn(*a)
+            out[i] = clock() - t0
+        return out
+
+
+def clock_overhead_ns() -> float:
+    """What one timed interval adds to the call it brackets (the clock call itself)."""
+    clock = time.perf_counter_ns
+    gaps = []
+    for _ in range(2000):
+        t0 = clock()
+        gaps.append(clock() - t0)
+    return float(statistics.median(gaps))
+
+
+def calibrate(col: Column, chunk_ns: float) -> None:
+    if col.fixed:
+        col.calls = list(col.rounds)
+        return
+    col.calls = [col.rounds[0]]
+    for _ in range(2):
+        col.chunk()
+    one = min(col.chunk()[0] for _ in range(3))
+    n = max(1, min(20000, round(chunk_ns / max(one, 1.0))))
+    col.calls = [col.rounds[i % len(col.rounds)] for i in range(n)]
+
+
+def settle(col: Column, overhead: float) -> None:
+    """Per block, the chunk's mean time per call, with every call capped at CLIP times the
+    median of the same call over the whole run. On a shared 2-core machine a call that the
+    scheduler interrupts takes milliseconds; capped, it cannot move a chunk's mean far,
+    while the mean still weighs the fast and slow rounds of the mixed case as they occur."""
+    groups: dict = {}
+    for times in col.raw:
+        for j, t in enumerate(times):
+            groups.setdefault(j % len(col.rounds), []).append(t)
+    cap = {j: CLIP * statistics.median(ts) for j, ts in groups.items()}
+    col.per_call_ns = [
+        max(statistics.fmean(min(t, cap[j % len(col.rounds)]) for j, t in enumerate(times)) - overhead, 1.0)
+        for times in col.raw
+    ]
+
+
+def run_blocks(cols: list, blocks: int, chunk_ns: float, overhead: float) -> None:
+    for c in cols:
+        calibrate(c, chunk_ns)
+        c.chunk()  # warm caches and lazy initialisation outside the record
+    gc.collect()
+    gc.disable()
+    try:
+        for b in range(blocks):
+            # Rotate and alternate direction so no column always follows the same one.
+            order = cols[b % len(cols):] + cols[:b % len(cols)]
+            if b % 2:
+                order.reverse()
+            for c in order:
+                c.raw.append(c.chunk())
+    finally:
+        gc.enable()
+    for c in cols:
+        settle(c, overhead)
+
+
+def quartiles(xs: list) -> tuple:
+    if len(xs) == 1:
+        return xs[0], xs[0], xs[0]
+    q1, q2, q3 = statistics.quantiles(xs, n=4, method="inclusive")
+    return q1, q2, q3
+
+
+def summary_us(col: Column) -> dict:
+    q1, med, q3 = quartiles([t / 1e3 for t in col.per_call_ns])
+    return {"median_us": med, "q1_us": q1, "q3_us": q3, "calls_per_chunk": len(col.calls)}
+
+
+def paired_ratio(num: Column, den: Column) -> dict:
+    q1, med, q3 = quartiles([a / b for a, b in zip(num.per_call_ns, den.per_call_ns)])
+    return {"median": med, "q1": q1, "q3": q3}
+
+
+# ---------------------------------------------------------------- inputs
+
+def rows_buffer(k: int, v: int, seed: int):
+    """Target [K+1, V] and draft [K, V] as views of one allocation [target; draft].
+
+    The floor then sums a contiguous slice of the very memory the op reads, in the same
+    cache state, instead of a cold copy elsewhere.
+    """
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(k + 1, v, generator=g) * 3
+    mem = torch.empty(2 * k + 1, v)
+    mem[: k + 1] = torch.softmax(logits, -1)
+    # A draft that sees the target's logits through noise: alpha_i around 0.5-0.8.
+    sharp = torch.linspace(1.0, 0.6, k)[:, None] if k else torch.ones(0, 1)
+    mem[k + 1:] = torch.softmax(logits[:k] * sharp + torch.randn(k, v, generator=g) * 1.2, -1)
+    return mem, mem[: k + 1], mem[k + 1:]
+
+
+def accept_rows_read(n: int, k: int) -> int:
+    """Rows the issue counts for accept: rejection at n reads n+1 target rows, n+1 draft rows
+    and one more for the sampling pass; all K accepted reads K + K rows and samples row K."""
+    return 2 * n + 3 if n < k else 2 * k + 1
+
+
+def analytic_law(target: torch.Tensor, draft: torch.Tensor) -> torch.Tensor:
+    """P(N = n), n = 0..K, for tokens drawn from the draft rows (DESIGN.md, analytic law)."""
+    k = draft.shape[0]
+    p = target[:k].double()
+    q = draft.double()
+    alpha = torch.minimum(p / p.sum(-1, keepdim=True), q / q.sum(-1, keepdim=True)).sum(-1)
+    reach = torch.cat([torch.ones(1, dtype=torch.float64), torch.cumprod(alpha, 0)])
+    law = reach.clone()
+    law[:-1] *= 1 - alpha
+    return law
+
+
+def mixed_rounds(sv, target, draft, n_rounds: int, seed: int):
+    """Draft-token vectors whose outcomes, under the uniforms a generator seeded `seed`
+    hands out call after call, occur in the analytic proportions (largest-remainder rounding
+    to n_rounds), in a shuffled order. Tokens are genuine draws from the draft rows, kept
+    when their round lands on the outcome wanted: the mix is the law's, not a lucky sample."""
+    k = draft.shape[0]
+    law = analytic_law(target, draft)
+    raw = law * n_rounds
+    counts = raw.floor().long()
+    for i in torch.argsort(raw - counts, descending=True)[: n_rounds - int(counts.sum())]:
+        counts[i] += 1
+    g = torch.Generator().manual_seed(seed + 1)
+    wanted = torch.repeat_interleave(torch.arange(k + 1), counts)[torch.randperm(n_rounds, generator=g)]
+    stream = torch.Generator().manual_seed(seed)
+    rounds, outcomes = [], []
+    for want in wanted.tolist():
+        u = torch.rand(k + 1, dtype=torch.float64, generator=stream)
+        for _ in range(200):
+            cands = torch.multinomial(draft, 64, replacement=True, generator=g)  # [K, 64]
+            hit = None
+            for j in range(cands.shape[1]):
+                tok = cands[:, j].contiguous()
+                if sv.accept_with_uniforms(target, draft, tok, u)[0] == want:
+                    hit = tok
+                    break
+            if hit is not None:
+                break
+        else:
+            raise RuntimeError(f"no draft round reaches outcome {want} (law {law.tolist()})")
+        rounds.append(hit)
+        outcomes.append(want)
+    return rounds, outcomes, law
+
+
+# ---------------------------------------------------------------- cases
+
+@dataclass
+class Case:
+    op: str            # "verify_greedy" or "accept"
+    v: int
+    k: int
+    label: str
+    rows: float        # rows the op reads (mean over rounds for the mix)
+    columns: dict      # name -> Column; op columns are "op:<path>"
+    extra: dict = field(default_factory=dict)
+
+
+def greedy_cases(sv, paths, v, k, mem, target):
+    best = target.argmax(-1)
+    all_match = best[:k].clone()
+    miss0 = all_match.clone()
+    miss0[0] = (int(best[0]) + 1) % v
+    cases = []
+    for label, tok, n_read, want in (
+        ("all drafts match", all_match, k + 1, (k, int(best[k]))),
+        ("miss at position 0", miss0, 1, (0, int(best[0]))),
+    ):
+        cols = {}
+        for p in paths:
+            sv._force_isa(p)
+            got = sv.verify_greedy(target, tok)
+            if tuple(got) != want:
+                raise RuntimeError(f"verify_greedy[{p}] {label}: got {got}, built for {want}")
+            cols[f"op:{p}"] = Column(f"op:{p}", sv.verify_greedy, [(target, tok)],
+                                     prepare=lambda p=p: sv._force_isa(p))
+        cols["ref"] = Column("ref", torch_reference.verify_greedy, [(target, tok)])
+        cols["floor"] = Column("floor", torch.sum, [(target[:n_read],)])
+        cases.append(Case("verify_greedy", v, k, label, n_read, cols))
+    return cases
+
+
+def accept_cases(sv, paths, v, k, mem, target, draft, n_mix: int, seed: int):
+    cases = []
+    # All accepted: p = q on rows 0..K-1, so u * q(t) * P < p(t) * Q holds for every u < 1.
+    same = mem.clone()
+    same[k + 1:] = same[:k]
+    t_same, d_same = same[: k + 1], same[k + 1:]
+    tok_all = d_same.argmax(-1)
+    # Rejected at 0: p_0(t_0) = 0 is always rejected; the rows stay dense otherwise.
+    rej = mem.clone()
+    tok_rej = rej[k + 1:].argmax(-1)
+    rej[0, tok_rej[0]] = 0.0
+    t_rej, d_rej = rej[: k + 1], rej[k + 1:]
+    # The mix: an imperfect draft, outcomes in the analytic proportions.
+    sv._force_isa("")
+    rounds, outcomes, law = mixed_rounds(sv, target, draft, n_mix, seed)
+
+    specs = [
+        ("all accepted", same, t_same, d_same, [tok_all], [k]),
+        ("rejected at position 0", rej, t_rej, d_rej, [tok_rej], [0]),
+        ("imperfect draft, analytic mix", mem, target, draft, rounds, outcomes),
+    ]
+    for label, buf, t, d, toks, outs in specs:
+        mixed = len(toks) > 1
+        gens = {}
+        cols = {}
+        for p in paths:
+            gen = gens[p] = torch.Generator().manual_seed(seed)
+            sv._force_isa(p)
+            got = [sv.accept(t, d, tk, gen)[0] for tk in toks]
+            if got != outs:
+                raise RuntimeError(f"accept[{p}] {label}: outcomes {got}, built for {outs}")
+
+            def prepare(p=p, gen=gen):
+                sv._force_isa(p)
+                gen.manual_seed(seed)  # replay the uniforms the outcomes were built for
+            cols[f"op:{p}"] = Column(f"op:{p}", sv.accept, [(t, d, tk, gen) for tk in toks],
+                                     prepare=prepare, fixed=mixed)
+        g_ref = torch.Generator().manual_seed(seed)
+        cols["ref"] = Column("ref", torch_reference.accept, [(t, d, tk, g_ref) for tk in toks],
+                             prepare=lambda g=g_ref: g.manual_seed(seed))
+        cols["floor"] = Column("floor", torch.sum, [(buf[: accept_rows_read(n, k)],) for n in outs],
+                               fixed=mixed)
+        rows = statistics.fmean(accept_rows_read(n, k) for n in outs)
+        extra = {}
+        if mixed:
+            extra = {"rounds": len(toks), "law": law.tolist(),
+                     "analytic_mean_accepted": float(sum(i * x for i, x in enumerate(law.tolist()))),
+                     "replayed_mean_accepted": statistics.fmean(outs)}
+        cases.append(Case("accept", v, k, label, rows, cols, extra))
+    return cases
+
+
+def fixed_cost_case(sv, paths, seed):
+    """V = 64: the time is all per-call cost. Also splits it (wrapper, dispatch, draw)."""
+    k, v = SMALL_K, SMALL_V
+    mem, target, draft = rows_buffer(k, v, seed)
+    same = mem.clone()
+    same[k + 1:] = same[:k]
+    t, d = same[: k + 1], same[k + 1:]
+    tok = t[:k].argmax(-1)
+    cols = {"argmax": Column("argmax", torch.argmax, [(t, -1)])}
+    for p in paths:
+        force = (lambda p=p: sv._force_isa(p))
+        gen = torch.Generator().manual_seed(seed)
+        cols[f"verify_greedy:{p}"] = Column(f"verify_greedy:{p}", sv.verify_greedy, [(t, tok)], prepare=force)
+        cols[f"accept:{p}"] = Column(f"accept:{p}", sv.accept, [(t, d, tok, gen)], prepare=force)
+    # The breakdown, on the default path: the same ops without the Python wrapper, the
+    # accept op with its uniforms given (no draw, no generator snapshot), the draw alone,
+    # and the cheapest call into this extension's op namespace (dispatch from Python).
+    ops = sv.ops
+    gen = torch.Generator().manual_seed(seed)
+    u = torch.rand(k + 1, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+    default = lambda: sv._force_isa("")  # noqa: E731
+    parts = {
+        "raw verify_greedy": (ops.verify_greedy, (t, tok), default),
+        "raw accept": (ops.accept, (t, d, tok, gen), default),
+        "raw accept_with_uniforms": (ops.accept_with_uniforms, (t, d, tok, u), default),
+        "torch.rand(K+1) float64": (lambda n, g: torch.rand(n, dtype=torch.float64, generator=g),
+                                    (k + 1, gen), None),
+        "op isa() (dispatch only)": (ops.isa, (), None),
+    }
+    # The wrapper's private helpers, timed alone; skipped if the wrapper no longer has them.
+    if hasattr(sv, "_tokens"):
+        parts["wrapper _tokens"] = (sv._tokens, (tok,), None)
+    if hasattr(sv, "_on_cpu"):
+        parts["wrapper _on_cpu (3 tensors)"] = (
+            lambda a, b, c: sv._on_cpu("accept", target_probs=a, draft_probs=b, draft_tokens=c),
+            (t, d, tok), None)
+    cols.update({name: Column(name, fn, [a], prepare=prep) for name, (fn, a, prep) in parts.items()})
+    return cols
+
+
+# ---------------------------------------------------------------- report
+
+def fmt_iqr(r: dict, digits: int = 2) -> str:
+    return f"{r['median']:.{digits}f} [{r['q1']:.{digits}f}-{r['q3']:.{digits}f}]"
+
+
+def verdict(ratio: dict, bar: float, at_most: bool) -> str:
+    ok = ratio["median"] <= bar if at_most else ratio["median"] >= bar
+    inside = ratio["q1"] <= bar <= ratio["q3"]
+    return ("PASS" if ok else "FAIL") + (" (bar inside IQR)" if inside else "")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="few blocks, short chunks (a few seconds)")
+    ap.add_argument("--strict", action="store_true", help="exit 1 if the best path misses the bar")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "compare.json")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    blocks, chunk_ns, n_mix = (11, 0.5e6, 20) if args.quick else (81, 1.5e6, 40)
+
+    from kernels import get_kernel
+
+    torch.set_num_threads(1)
+    sv = get_kernel("phanerozoic/spec-verify", version=1, trust_remote_code=True)
+    overhead = clock_overhead_ns()
+    paths = sv.available_isas()
+    best = paths[0]
+    started = time.perf_counter()
+    print(f"kernel {sv.__name__}, paths {', '.join(paths)} (bar on {best}), torch {torch.__version__}, "
+          f"1 thread, {blocks} interleaved blocks{' (quick)' if args.quick else ''}", file=sys.stderr)
+
+    cases: list = []
+    for v, k in SHAPES:
+        mem, target, draft = rows_buffer(k, v, args.seed)
+        for case in greedy_cases(sv, paths, v, k, mem, target) + \
+                accept_cases(sv, paths, v, k, mem, target, draft, n_mix, args.seed):
+            run_blocks(list(case.columns.values()), blocks, chunk_ns, overhead)
+            print(f"  timed {case.op} V={case.v} K={case.k} {case.label}", file=sys.stderr)
+            cases.append(case)
+    small = fixed_cost_case(sv, paths, args.seed)
+    run_blocks(list(small.values()), blocks, chunk_ns / 2, overhead)
+    sv._force_isa("")
+
+    results, bars = [], []
+    lines = ["| V | K | op | case | rows read | path | op us [IQR] | floor us | reference us | "
+             "op/floor [IQR] | reference/op [IQR] |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for case in cases:
+        fl, rf = case.columns["floor"], case.columns["ref"]
+        for p in paths:
+            op = case.columns[f"op:{p}"]
+            vs_floor, vs_ref = paired_ratio(op, fl), paired_ratio(rf, op)
+            s, f, r = summary_us(op), summary_us(fl), summary_us(rf)
+            lines.append(
+                f"| {case.v} | {case.k} | {case.op} | {case.label} | {case.rows:g} | {p} | "
+                f"{s['median_us']:.1f} [{s['q1_us']:.1f}-{s['q3_us']:.1f}] | {f['median_us']:.1f} | "
+                f"{r['median_us']:.1f} | {fmt_iqr(vs_floor)} | {fmt_iqr(vs_ref, 1)} |")
+            results.append({"op": case.op, "V": case.v, "K": case.k, "case": case.label,
+                            "rows_read": case.rows, "path": p,
+                            "op_time": s, "floor_time": f, "reference_time": r,
+                            "op_over_floor": vs_floor, "reference_over_op": vs_ref, **case.extra})
+            if p != best:
+                continue
+            floor_bar = BAR_GREEDY_FLOOR if case.op == "verify_greedy" else BAR_ACCEPT_FLOOR
+            where = f"{case.op} V={case.v} K={case.k} {case.label} [{p}]"
+            bars.append((where, "op/floor", vs_floor, floor_bar, True))
+            bars.append((where, "reference/op", vs_ref, BAR_VS_REFERENCE, False))
+
+    small_lines = ["| path | verify_greedy us | accept us | torch.argmax us | "
+                   "verify_greedy/argmax [IQR] | accept/argmax [IQR] |",
+                   "|---|---|---|---|---|---|"]
+    am = small["argmax"]
+    fixed = []
+    for p in paths:
+        vg, ac = small[f"verify_greedy:{p}"], small[f"accept:{p}"]
+        rg, ra = paired_ratio(vg, am), paired_ratio(ac, am)
+        small_lines.append(f"| {p} | {summary_us(vg)['median_us']:.2f} | {summary_us(ac)['median_us']:.2f} | "
+                           f"{summary_us(am)['median_us']:.2f} | {fmt_iqr(rg)} | {fmt_iqr(ra)} |")
+        fixed.append({"path": p, "verify_greedy_time": summary_us(vg), "accept_time": summary_us(ac),
+                      "argmax_time": summary_us(am), "verify_greedy_over_argmax": rg,
+                      "accept_over_argmax": ra})
+        if p == best:
+            bars.append((f"verify_greedy V={SMALL_V} K={SMALL_K} fixed cost [{p}]", "op/argmax", rg,
+                         BAR_GREEDY_ARGMAX, True))
+            bars.append((f"accept V={SMALL_V} K={SMALL_K} fixed cost [{p}]", "op/argmax", ra,
+                         BAR_ACCEPT_ARGMAX, True))
+    breakdown = {name: summary_us(col) for name, col in small.items()
+                 if name == "argmax" or ":" not in name}
+    breakdown["verify_greedy (default path)"] = summary_us(small[f"verify_greedy:{best}"])
+    breakdown["accept (default path)"] = summary_us(small[f"accept:{best}"])
+
+    bar_lines, failed = [], 0
+    for where, what, ratio, bar, at_most in bars:
+        v = verdict(ratio, bar, at_most)
+        failed += v.startswith("FAIL")
+        bar_lines.append(f"{v:<4}  {where}: {what} {fmt_iqr(ratio)} "
+                         f"(bar {'<=' if at_most else '>='} {bar:g})")
+
+    elapsed = time.perf_counter() - started
+    print("\n".join(lines))
+    print(f"\nFixed per-call cost, V = {SMALL_V}, K = {SMALL_K} (all drafts match / all accepted):\n")
+    print("\n".join(small_lines))
+    print("\nWhere a V = 64 call goes (default path, median us per call):")
+    for name, s in breakdown.items():
+        print(f"  {name:<32} {s['median_us']:6.2f}")
+    print(f"\nPerformance bar ({best} path; ratios are medians of paired blocks, [IQR]):")
+    print("\n".join(bar_lines))
+    print(f"\n{len(bars) - failed} of {len(bars)} bar lines pass; {elapsed:.0f} s")
+
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({
+        "kernel": sv.__name__, "paths": paths, "bar_path": best, "torch": torch.__version__,
+        "machine": {"processor": platform.processor(), "machine": platform.machine(),
+                    "cpus": os.cpu_count(), "load_average": os.getloadavg()},
+        "threads": torch.get_num_threads(), "blocks": blocks, "chunk_ms": chunk_ns / 1e6,
+        "clock_overhead_ns_subtracted": overhead, "call_cap_times_median": CLIP,
+        "quick": args.quick, "seconds": elapsed,
+        "cases": results, "fixed_cost": fixed, "fixed_cost_breakdown_us": breakdown,
+        "bar": [{"where": w, "ratio": what, "value": r, "bar": b,
+                 "at_most": am_, "verdict": verdict(r, b, am_)} for w, what, r, b, am_ in bars],
+    }, indent=2))
+    print(f"wrote {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}")
+    return 1 if (args.strict and failed) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
