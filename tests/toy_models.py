@@ -2,7 +2,7 @@
 depends on the last two tokens and the position, through fixed seeded tables."""
 from __future__ import annotations
 
-from typing import List
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -20,14 +20,26 @@ class ToyLM:
             self.skip = base.skip + torch.randn(vocab, vocab, generator=g) * noise
             self.position = base.position.clone()
         self.vocab = vocab
+        # The rows depend on three small ints only: memoising them makes the law tests,
+        # which decode tens of thousands of short sequences, several times faster.
+        self._probs: Dict[Tuple[int, int, int], torch.Tensor] = {}
 
-    def logits(self, prefix: List[int]) -> torch.Tensor:
+    @staticmethod
+    def _state(prefix: Sequence[int]) -> Tuple[int, int, int]:
         last = prefix[-1] if prefix else 0
         before = prefix[-2] if len(prefix) > 1 else 0
-        return self.bigram[last] + self.skip[before] + self.position[len(prefix) % 5]
+        return last, before, len(prefix) % 5
+
+    def logits(self, prefix: List[int]) -> torch.Tensor:
+        last, before, pos = self._state(prefix)
+        return self.bigram[last] + self.skip[before] + self.position[pos]
 
     def probs(self, prefix: List[int]) -> torch.Tensor:
-        return torch.softmax(self.logits(prefix).double(), -1).float()
+        key = self._state(prefix)
+        row = self._probs.get(key)
+        if row is None:
+            row = self._probs[key] = torch.softmax(self.logits(prefix).double(), -1).float()
+        return row
 
     # SpeculativeDecoder callbacks ------------------------------------------------------
     def greedy_draft(self, prefix, k):
@@ -62,3 +74,25 @@ class ToyLM:
         for _ in range(max_new):
             seq.append(int(self.logits(seq).argmax()))
         return seq
+
+
+def sequence_law(model: ToyLM, prompt: List[int], length: int,
+                 stop: Optional[set] = None) -> Dict[Tuple[int, ...], float]:
+    """The exact law of the tokens `model` samples autoregressively after `prompt`: every
+    sequence of `length` tokens, or shorter ones ending at the first token in `stop`.
+    Each row is normalised by its float64 mass, as the verification op does."""
+    stop = stop or set()
+    law: Dict[Tuple[int, ...], float] = {}
+
+    def walk(seq: List[int], mass: float) -> None:
+        new = tuple(seq[len(prompt):])
+        if len(new) == length or (new and new[-1] in stop):
+            law[new] = mass
+            return
+        row = model.probs(seq).double()
+        row = row / row.sum()
+        for v, pv in enumerate(row.tolist()):
+            walk(seq + [v], mass * pv)
+
+    walk(list(prompt), 1.0)
+    return law

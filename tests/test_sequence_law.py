@@ -1,0 +1,98 @@
+"""Whole generated sequences through SpeculativeDecoder have the target's autoregressive law.
+
+Models: ToyLM pairs (tests/toy_models.py) over a vocabulary of 3 or 4 tokens, whose rows
+depend on the last two tokens and the position, so the law of every sequence of 4 new
+tokens can be computed exactly (sequence_law) and every such sequence counted.
+Null hypothesis: the GENERATIONS sequences generated from one prompt are a multinomial
+sample from the target's autoregressive law (with a stop token: sequences end at the first
+stop token or after MAX_NEW tokens).
+Test: tests/law.py's G-test (cells expecting fewer than 5 pooled). Threshold: a p-value
+below P_MIN = 1e-8 fails; with the handful of cases here a correct decoder fails a run with
+probability < 1e-7. Seeds are fixed, so a run is repeatable.
+Power: the same test must reject (p < P_MIN) two deliberately wrong verifiers: one that
+accepts every draft token, one that draws the correction from the target row instead of
+the residual.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from law import g_test
+from toy_models import ToyLM, sequence_law
+
+GENERATIONS = 12_000
+MAX_NEW = 4
+P_MIN = 1e-8
+PROMPT = [1, 0]
+
+
+def pair(vocab: int, seed: int):
+    target = ToyLM(vocab, seed=seed, sharpness=1.0)
+    # noise 1.2 keeps the draft's acceptance rate around 0.7-0.8: both outcomes are common.
+    draft = ToyLM(vocab, seed=seed + 100, base=target, noise=1.2)
+    return target, draft
+
+
+def sample_counts(sv, decoder_cls, vocab, k, seed, stop=None):
+    target, draft = pair(vocab, seed)
+    law = sequence_law(target, PROMPT, MAX_NEW, stop)
+    cells = {seq: i for i, seq in enumerate(sorted(law))}
+    g = torch.Generator().manual_seed(seed)
+    dec = decoder_cls(draft.sampling_draft(g), target.target_rows, k=k, greedy=False, generator=g)
+    counts = torch.zeros(len(cells), dtype=torch.float64)
+    accepted = proposed = 0
+    for _ in range(GENERATIONS):
+        out = dec.generate(PROMPT, max_new=MAX_NEW, eos_token_id=stop)
+        counts[cells[tuple(out[len(PROMPT):])]] += 1  # KeyError: an impossible sequence
+        accepted += dec.stats.accepted
+        proposed += dec.stats.proposed
+    expected = torch.tensor([law[seq] for seq in sorted(law)], dtype=torch.float64)
+    return counts, expected, accepted / max(proposed, 1)
+
+
+def wrong_always_accept(sv):
+    class AlwaysAccept(sv.SpeculativeDecoder):
+        def _verify(self, target_probs, draft_probs, tokens):
+            k = tokens.numel()
+            return k, int(torch.multinomial(target_probs[k], 1, generator=self.generator))
+    return AlwaysAccept
+
+
+def wrong_correction_from_target(sv):
+    class CorrectionFromTarget(sv.SpeculativeDecoder):
+        # The textbook acceptance test, but a rejected token is replaced by a draw from p
+        # instead of the residual max(0, p - q): every token is then biased towards q.
+        def _verify(self, target_probs, draft_probs, tokens):
+            p = target_probs.double() / target_probs.double().sum(-1, keepdim=True)
+            q = draft_probs.double() / draft_probs.double().sum(-1, keepdim=True)
+            u = torch.rand(tokens.numel(), dtype=torch.float64, generator=self.generator)
+            for i, t in enumerate(tokens.tolist()):
+                if u[i] * q[i, t] >= p[i, t]:
+                    return i, int(torch.multinomial(p[i], 1, generator=self.generator))
+            return tokens.numel(), int(torch.multinomial(p[-1], 1, generator=self.generator))
+    return CorrectionFromTarget
+
+
+CASES = [  # (vocab, k, seed, stop tokens)
+    (3, 1, 11, None),
+    (3, 3, 12, None),
+    (3, 6, 13, None),   # k > MAX_NEW: K shrinks every generation
+    (4, 2, 14, {3}),    # a stop token, often inside an accepted block
+]
+
+
+@pytest.mark.parametrize("vocab,k,seed,stop", CASES)
+def test_generated_sequences_follow_the_target_law(sv, vocab, k, seed, stop):
+    counts, law, rate = sample_counts(sv, sv.SpeculativeDecoder, vocab, k, seed, stop)
+    g, df, p = g_test(counts, law)
+    assert 0.3 < rate < 0.95, f"draft acceptance rate {rate:.2f}: the case no longer exercises both outcomes"
+    assert p > P_MIN, f"G = {g:.1f}, df = {df}, p = {p:.3g}"
+
+
+@pytest.mark.parametrize("wrong", [wrong_always_accept, wrong_correction_from_target])
+def test_a_wrong_verifier_fails_the_same_test(sv, wrong):
+    vocab, k, seed, stop = CASES[1]
+    counts, law, _ = sample_counts(sv, wrong(sv), vocab, k, seed, stop)
+    g, df, p = g_test(counts, law)
+    assert p < P_MIN, f"a wrong verifier passed: G = {g:.1f}, df = {df}, p = {p:.3g}"
