@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAGE := scripts/stage.sh
 export LOCAL_KERNELS := phanerozoic/spec-verify=$(CURDIR)/build
 
-.PHONY: setup build demo test native insn-budget pytest bench clean
+.PHONY: setup build demo test native insn-budget pytest aarch64-env cross-build aarch64 bench clean
 
 setup: $(VENV)/.requirements-installed
 
@@ -29,7 +29,18 @@ native:
 insn-budget: setup
 	@$(STAGE) insn-budget $(PY) scripts/insn_budget.py
 
-test: native insn-budget pytest
+# The aarch64 variant: cross-built against the aarch64 torch wheel, loaded through `kernels`
+# in an emulated aarch64 Python and tested there, down to identical results with x86-64.
+aarch64-env:
+	@$(STAGE) aarch64-env scripts/aarch64_tests.sh env
+
+cross-build: setup aarch64-env
+	@PY=$(PY) $(STAGE) cross-build scripts/aarch64_tests.sh build
+
+aarch64: build cross-build
+	@PY=$(PY) $(STAGE) aarch64 scripts/aarch64_tests.sh test
+
+test: native insn-budget pytest aarch64
 
 bench: build
 	@$(STAGE) bench $(PY) benchmarks/compare.py

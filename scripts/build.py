@@ -12,8 +12,12 @@ the git tree of HEAD, plus "_dirty" when tracked files have uncommitted changes.
 cached by a hash of their inputs, so a rebuild recompiles only what changed.
 
 Usage: scripts/build.py [--arch x86_64|aarch64] [--torch-dir DIR] [--cxx COMPILER]
-The defaults build for this machine against the torch that runs this script; a cross build
-names the target's torch package directory (for its headers, libraries and version).
+                       [--python-include DIR]
+The defaults build for this machine against the torch that runs this script. A cross build
+names the target's torch package directory (for its headers, libraries and version) and the
+target's Python headers (pyconfig.h differs per architecture); the compiler defaults to
+<arch>-linux-gnu-g++. Example (the aarch64 variant on an x86-64 machine):
+    scripts/build.py --arch aarch64 --torch-dir .../site/torch --python-include .../python3.11
 """
 from __future__ import annotations
 
@@ -40,6 +44,10 @@ KERNEL_SOURCES = ["reference.cpp", "rounds.cpp", "dispatch.cpp", "kernels_avx2.c
 KERNEL_FLAGS = ["-O3", "-std=c++20", "-fPIC", "-fno-gnu-unique", "-ffp-contract=off", "-Wall", "-Wextra"]
 BINDING_FLAGS = ["-O2", "-std=c++20", "-fPIC", "-fno-gnu-unique", "-ffp-contract=off",
                  "-DCPU_KERNEL", "-DPy_LIMITED_API=0x03090000", "-D_GLIBCXX_USE_CXX11_ABI=1"]
+# The oldest core each variant must run on. aarch64: armv8.0 (a Raspberry Pi 4's Cortex-A72),
+# pinned because a toolchain's default could be newer. x86-64: the compiler's baseline; AVX2
+# is enabled per function and chosen at run time.
+ARCH_FLAGS = {"x86_64": [], "aarch64": ["-march=armv8-a"]}
 
 
 def torch_version(torch_dir: Path) -> str:
@@ -107,6 +115,17 @@ class BuildError(Exception):
     pass
 
 
+def check_compiler(cxx: str, arch: str) -> None:
+    # A host g++ handed --arch aarch64 would otherwise fail deep inside torch's headers, or
+    # worse, produce an x86-64 library in an aarch64 directory.
+    try:
+        machine = subprocess.run([cxx, "-dumpmachine"], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError) as e:
+        raise BuildError(f"cannot run the compiler {cxx!r} ({e})")
+    if machine.split("-")[0] != arch:
+        raise BuildError(f"{cxx} targets {machine}, not {arch}: pass --cxx for {arch}")
+
+
 def run(cmd: list) -> None:
     if subprocess.run(cmd).returncode != 0:
         raise BuildError("failed: " + " ".join(cmd))
@@ -119,12 +138,27 @@ def write_if_changed(path: Path, text: str) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--arch", default=platform.machine())
+    host = platform.machine()
+    ap.add_argument("--arch", default=host, choices=sorted(ARCH_FLAGS))
     ap.add_argument("--torch-dir", type=Path, help="the target's torch package directory")
-    ap.add_argument("--cxx", default=os.environ.get("CXX", "g++"))
+    ap.add_argument("--cxx", help="default: $CXX or g++ natively, <arch>-linux-gnu-g++ for a cross build")
+    ap.add_argument("--python-include", type=Path,
+                    help="the target's Python headers (Python.h, pyconfig.h); default: this Python's, natively")
     ap.add_argument("--out", type=Path, default=ROOT / "build")
     args = ap.parse_args()
     start = time.monotonic()
+    cross = args.arch != host
+    if args.cxx is None:
+        args.cxx = f"{args.arch}-linux-gnu-g++" if cross else os.environ.get("CXX", "g++")
+    if cross:
+        check_compiler(args.cxx, args.arch)
+        if args.torch_dir is None or args.python_include is None:
+            raise BuildError(f"a build for {args.arch} on {host} needs --torch-dir and --python-include "
+                             "(the target's torch package and Python headers)")
+    if args.python_include is None:
+        args.python_include = Path(sysconfig.get_paths()["include"])
+    if not (args.python_include / "Python.h").is_file():
+        raise BuildError(f"no Python.h in {args.python_include}")
 
     if args.torch_dir is None:
         import torch
@@ -145,13 +179,15 @@ def main() -> int:
     headers = b"".join(p.read_bytes() for p in sorted(csrc.glob("*.h")))
     headers += (ROOT / "torch-ext" / "torch_binding.h").read_bytes() + registration_header().encode()
     torch_inc = [f"-I{torch_dir / 'include'}", f"-I{torch_dir / 'include/torch/csrc/api/include'}"]
-    py_inc = f"-I{sysconfig.get_paths()['include']}"
+    py_inc = f"-I{args.python_include}"
 
     jobs = []  # (source, flags)
+    arch_flags = ARCH_FLAGS[args.arch]
     for name in KERNEL_SOURCES:
-        jobs.append((csrc / name, KERNEL_FLAGS + [f"-I{csrc}"]))
+        jobs.append((csrc / name, KERNEL_FLAGS + arch_flags + [f"-I{csrc}"]))
     jobs.append((ROOT / "torch-ext" / "torch_binding.cpp",
-                 BINDING_FLAGS + [f"-DTORCH_EXTENSION_NAME={ext}", f"-I{csrc}", f"-I{gen_dir}", py_inc] + torch_inc))
+                 BINDING_FLAGS + arch_flags + [f"-DTORCH_EXTENSION_NAME={ext}", f"-I{csrc}", f"-I{gen_dir}", py_inc]
+                 + torch_inc))
 
     def compile_one(job):
         src, flags = job

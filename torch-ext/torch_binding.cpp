@@ -165,7 +165,7 @@ std::tuple<c10::SymInt, c10::SymInt> accept(const at::Tensor& target_probs,
   // generator back: a call that raises changes nothing.
   const at::mt19937 saved = engine->engine();
   c10::SmallVector<double, 16> uniforms(static_cast<size_t>(a.k + 1));
-  const at::uniform_real_distribution<double> uniform(0.0, 1.0);
+  at::uniform_real_distribution<double> uniform(0.0, 1.0);  // not const: torch 2.10's operator() is not
   for (double& u : uniforms) u = uniform(engine);
   const sv::Outcome out = run_accept(a, uniforms.data());
   if (out.error != sv::InputError::kNone) {
