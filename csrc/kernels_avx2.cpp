@@ -9,6 +9,8 @@
 
 #if defined(__x86_64__)
 
+#include "blocked_argmax.h"
+
 #include <immintrin.h>
 
 #include <cmath>
@@ -56,38 +58,21 @@ SPEC_VERIFY_AVX2 float block_max(const float* row, int64_t begin, int64_t end, b
   return best;
 }
 
-// Note [Blocked argmax]: the first block whose maximum is the row's maximum, then the first
-// index in it holding that value, is the lowest index of the maximum (+0.0 == -0.0 both in
-// the block comparison and in the search), the same index the scalar loop finds. The row is
-// read once, plus one block.
-SPEC_VERIFY_AVX2 bool f32_argmax__avx2(const float* row, int64_t n, int64_t* index) {
-  bool nan = false;
-  int64_t best_block = 0;
-  float best = block_max(row, 0, n < kArgmaxBlock ? n : kArgmaxBlock, &nan);
-  for (int64_t begin = kArgmaxBlock; begin < n; begin += kArgmaxBlock) {
-    const float m = block_max(row, begin, n - begin < kArgmaxBlock ? n : begin + kArgmaxBlock, &nan);
-    if (m > best) {
-      best = m;
-      best_block = begin / kArgmaxBlock;
-    }
-  }
-  if (nan) return false;
-  const int64_t begin = best_block * kArgmaxBlock;
-  const int64_t end = n - begin < kArgmaxBlock ? n : begin + kArgmaxBlock;
+// First v in [begin, end) with row[v] == value; the caller knows one exists.
+SPEC_VERIFY_AVX2 int64_t first_equal(const float* row, int64_t begin, int64_t end, float value) {
   int64_t v = begin;
-  const __m256 target = _mm256_set1_ps(best);
+  const __m256 target = _mm256_set1_ps(value);
   for (; v + 8 <= end; v += 8) {
     const int hits = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(row + v), target, _CMP_EQ_OQ));
-    if (hits != 0) {
-      *index = v + __builtin_ctz(static_cast<unsigned>(hits));
-      return true;
-    }
+    if (hits != 0) return v + __builtin_ctz(static_cast<unsigned>(hits));
   }
-  for (; v < end; ++v) {
-    if (row[v] == best) break;
-  }
-  *index = v;
-  return true;
+  while (v < end && row[v] != value) ++v;
+  return v;
+}
+
+// Note [Blocked argmax] (blocked_argmax.h).
+SPEC_VERIFY_AVX2 bool f32_argmax__avx2(const float* row, int64_t n, int64_t* index) {
+  return blocked_argmax(row, n, index, block_max, first_equal);
 }
 
 // Note [Canonical mass order] with 16 lanes as four 4-wide accumulators: a0 holds lanes

@@ -7,6 +7,8 @@
 
 #if defined(__aarch64__)
 
+#include "blocked_argmax.h"
+
 #include <arm_neon.h>
 
 #include <cmath>
@@ -46,32 +48,20 @@ float block_max(const float* row, int64_t begin, int64_t end, bool* nan) {
   return best;
 }
 
-// Note [Blocked argmax] (kernels_avx2.cpp): the first block holding the row's maximum,
-// then the first index in it equal to that maximum.
-bool f32_argmax__neon(const float* row, int64_t n, int64_t* index) {
-  bool nan = false;
-  int64_t best_block = 0;
-  float best = block_max(row, 0, n < kArgmaxBlock ? n : kArgmaxBlock, &nan);
-  for (int64_t begin = kArgmaxBlock; begin < n; begin += kArgmaxBlock) {
-    const float m = block_max(row, begin, n - begin < kArgmaxBlock ? n : begin + kArgmaxBlock, &nan);
-    if (m > best) {
-      best = m;
-      best_block = begin / kArgmaxBlock;
-    }
-  }
-  if (nan) return false;
-  const int64_t begin = best_block * kArgmaxBlock;
-  const int64_t end = n - begin < kArgmaxBlock ? n : begin + kArgmaxBlock;
+// First v in [begin, end) with row[v] == value; the caller knows one exists.
+int64_t first_equal(const float* row, int64_t begin, int64_t end, float value) {
   int64_t v = begin;
-  const float32x4_t target = vdupq_n_f32(best);
+  const float32x4_t target = vdupq_n_f32(value);
   for (; v + 4 <= end; v += 4) {
     if (vmaxvq_u32(vceqq_f32(vld1q_f32(row + v), target)) != 0) break;
   }
-  for (; v < end; ++v) {
-    if (row[v] == best) break;
-  }
-  *index = v;
-  return true;
+  while (v < end && row[v] != value) ++v;
+  return v;
+}
+
+// Note [Blocked argmax] (blocked_argmax.h).
+bool f32_argmax__neon(const float* row, int64_t n, int64_t* index) {
+  return blocked_argmax(row, n, index, block_max, first_equal);
 }
 
 // Note [Canonical mass order] with 16 lanes as eight 2-wide accumulators: acc[k] holds

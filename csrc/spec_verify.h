@@ -23,7 +23,7 @@ namespace spec_verify {
 constexpr int64_t kLanes = 16;
 constexpr int64_t kMassBlock = 256;
 
-// Block length of the SIMD argmax (Note [Blocked argmax] in kernels_avx2.cpp). Its result
+// Block length of the SIMD argmax (Note [Blocked argmax] in blocked_argmax.h). Its result
 // is the lowest index of the maximum whatever the block length: longer blocks only spend
 // less on per-block reductions and more on the final in-block search.
 constexpr int64_t kArgmaxBlock = 4096;
