@@ -98,13 +98,7 @@ is_ready() {
 ensure_qemu() {
   command -v qemu-aarch64 >/dev/null && return
   [[ $(id -u) == 0 ]] || die "qemu-aarch64 missing; run as root or: apt-get install qemu-user"
-  log "installing qemu-user (apt)"
-  export DEBIAN_FRONTEND=noninteractive
-  # The host's package lists may be absent or stale; only refresh them if the install needs it.
-  if ! apt-get install -y -q --no-install-recommends qemu-user >&2; then
-    apt-get update -q >&2 && apt-get install -y -q --no-install-recommends qemu-user >&2 ||
-      die "could not install qemu-user"
-  fi
+  "$(dirname "${BASH_SOURCE[0]}")/ensure_apt.sh" qemu-user >&2 || die "could not install qemu-user"
   command -v qemu-aarch64 >/dev/null || die "qemu-user installed but qemu-aarch64 not on PATH"
 }
 

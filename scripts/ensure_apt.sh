@@ -7,7 +7,7 @@ for pkg in "$@"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
-echo "installing ${missing[*]} (apt-get)"
+echo "installing ${missing[*]} (apt-get)" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

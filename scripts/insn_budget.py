@@ -32,9 +32,9 @@ def build() -> Path:
     OUT.mkdir(parents=True, exist_ok=True)
     objs = []
     flags = ["-std=c++20", "-O3", "-ffp-contract=off", "-march=armv8-a", f"-I{ROOT / 'csrc'}"]
-    for src in ["reference.cpp", "rounds.cpp", "dispatch.cpp", "kernels_avx2.cpp", "kernels_neon.cpp"]:
-        obj = OUT / ("aarch64_" + src.replace(".cpp", ".o"))
-        subprocess.run(["aarch64-linux-gnu-g++", *flags, "-c", str(ROOT / "csrc" / src), "-o", str(obj)], check=True)
+    for src in sorted((ROOT / "csrc").glob("*.cpp")):
+        obj = OUT / f"aarch64_{src.stem}.o"
+        subprocess.run(["aarch64-linux-gnu-g++", *flags, "-c", str(src), "-o", str(obj)], check=True)
         objs.append(obj)
     exe = OUT / "kernel_calls_aarch64"
     subprocess.run(["aarch64-linux-gnu-g++", *flags, "-static", str(ROOT / "tests/native/kernel_calls.cpp"),

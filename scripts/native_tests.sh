@@ -8,8 +8,7 @@ cd "$(dirname "$0")/.."
 out=build/native
 mkdir -p "$out"
 flags=(-std=c++20 -O3 -ffp-contract=off -Wall -Wextra -Icsrc)
-sources=(tests/native/test_kernels.cpp csrc/reference.cpp csrc/rounds.cpp csrc/dispatch.cpp
-         csrc/kernels_avx2.cpp csrc/kernels_neon.cpp)
+sources=(tests/native/test_kernels.cpp csrc/*.cpp)
 
 echo "-- native ($(uname -m))"
 g++ "${flags[@]}" "${sources[@]}" -o "$out/test_kernels"

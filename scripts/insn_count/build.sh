@@ -19,20 +19,11 @@ cold=0
 
 log() { echo "insn_count/build.sh: $*" >&2; }
 
-apt_install() {
-    # Host lists may be stale (404 on a superseded .deb): refresh once and retry.
-    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@" >&2 ||
-        { apt-get update >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@" >&2; }
-}
-
 # Serialise concurrent builds (e.g. parallel test jobs) so they don't race on the cache.
 exec 9>"$cache/.lock"
 flock 9
 
-if ! dpkg-query -W -f='${Status}' qemu-user 2>/dev/null | grep -q 'ok installed'; then
-    log "qemu-user not installed; installing"
-    apt_install qemu-user
-fi
+"$here/../ensure_apt.sh" qemu-user >&2
 # Source version (binNMU suffix like +b3 dropped): that is what apt-get source knows.
 srcver=$(dpkg-query -W -f='${source:Version}' qemu-user)
 srcver_noepoch=${srcver#*:}
@@ -102,7 +93,7 @@ if [[ ! -s $so ]]; then
     if ! pkg-config --exists glib-2.0 2>/dev/null; then
         # qemu-plugin.h includes <glib.h>; only its headers are needed, not linking.
         log "glib-2.0 headers missing; installing libglib2.0-dev"
-        apt_install libglib2.0-dev pkg-config
+        "$here/../ensure_apt.sh" libglib2.0-dev pkg-config >&2
     fi
     gcc -O2 -Wall -Wextra -shared -fPIC -I"$hdr_dir" $(pkg-config --cflags glib-2.0) \
         -o "$so.tmp" "$here/insn_count.c"
