@@ -13,7 +13,9 @@
 
 #include <immintrin.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 #define SPEC_VERIFY_AVX2 __attribute__((target("avx2,fma")))
@@ -28,27 +30,31 @@ SPEC_VERIFY_AVX2 inline float horizontal_max(__m256 v) {
   return _mm_cvtss_f32(m);
 }
 
-// Largest value of row[begin, end); sets *nan if any value there is NaN.
+// Largest value of row[begin, end); sets *nan if any value there is NaN. maxps drops a NaN
+// in its first operand, so NaNs are looked for on the integer side, off the pipes the maxps
+// use: the bits of |x| exceed those of +inf (0x7f800000) exactly when x is NaN.
 SPEC_VERIFY_AVX2 float block_max(const float* row, int64_t begin, int64_t end, bool* nan) {
   int64_t v = begin;
   float best = -std::numeric_limits<float>::infinity();
   if (end - v >= 32) {
     __m256 m0 = _mm256_set1_ps(best), m1 = m0, m2 = m0, m3 = m0;
-    __m256 unordered = _mm256_setzero_ps();
+    const __m256i magnitude = _mm256_set1_epi32(0x7fffffff);
+    __m256i high = _mm256_setzero_si256();  // max of |x|'s bits
     for (; v + 32 <= end; v += 32) {
       const __m256 x0 = _mm256_loadu_ps(row + v), x1 = _mm256_loadu_ps(row + v + 8);
       const __m256 x2 = _mm256_loadu_ps(row + v + 16), x3 = _mm256_loadu_ps(row + v + 24);
-      // maxps drops a NaN in its first operand, so NaNs are caught by one unordered
-      // compare per pair of vectors instead.
       m0 = _mm256_max_ps(x0, m0);
       m1 = _mm256_max_ps(x1, m1);
       m2 = _mm256_max_ps(x2, m2);
       m3 = _mm256_max_ps(x3, m3);
-      unordered = _mm256_or_ps(unordered, _mm256_cmp_ps(x0, x1, _CMP_UNORD_Q));
-      unordered = _mm256_or_ps(unordered, _mm256_cmp_ps(x2, x3, _CMP_UNORD_Q));
+      const __m256i a01 = _mm256_max_epi32(_mm256_and_si256(_mm256_castps_si256(x0), magnitude),
+                                           _mm256_and_si256(_mm256_castps_si256(x1), magnitude));
+      const __m256i a23 = _mm256_max_epi32(_mm256_and_si256(_mm256_castps_si256(x2), magnitude),
+                                           _mm256_and_si256(_mm256_castps_si256(x3), magnitude));
+      high = _mm256_max_epi32(high, _mm256_max_epi32(a01, a23));
     }
     best = horizontal_max(_mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3)));
-    *nan |= _mm256_movemask_ps(unordered) != 0;
+    *nan |= _mm256_movemask_epi8(_mm256_cmpgt_epi32(high, _mm256_set1_epi32(0x7f800000))) != 0;
   }
   for (; v < end; ++v) {
     const float x = row[v];
@@ -62,6 +68,14 @@ SPEC_VERIFY_AVX2 float block_max(const float* row, int64_t begin, int64_t end, b
 SPEC_VERIFY_AVX2 int64_t first_equal(const float* row, int64_t begin, int64_t end, float value) {
   int64_t v = begin;
   const __m256 target = _mm256_set1_ps(value);
+  // 32 at a time until a group holds it; the 8-wide loop then finds it within the group.
+  for (; v + 32 <= end; v += 32) {
+    const __m256 e0 = _mm256_cmp_ps(_mm256_loadu_ps(row + v), target, _CMP_EQ_OQ);
+    const __m256 e1 = _mm256_cmp_ps(_mm256_loadu_ps(row + v + 8), target, _CMP_EQ_OQ);
+    const __m256 e2 = _mm256_cmp_ps(_mm256_loadu_ps(row + v + 16), target, _CMP_EQ_OQ);
+    const __m256 e3 = _mm256_cmp_ps(_mm256_loadu_ps(row + v + 24), target, _CMP_EQ_OQ);
+    if (_mm256_movemask_ps(_mm256_or_ps(_mm256_or_ps(e0, e1), _mm256_or_ps(e2, e3))) != 0) break;
+  }
   for (; v + 8 <= end; v += 8) {
     const int hits = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(row + v), target, _CMP_EQ_OQ));
     if (hits != 0) return v + __builtin_ctz(static_cast<unsigned>(hits));
@@ -75,23 +89,41 @@ SPEC_VERIFY_AVX2 bool f32_argmax__avx2(const float* row, int64_t n, int64_t* ind
   return blocked_argmax(row, n, index, block_max, first_equal);
 }
 
-// Note [Canonical mass order] with 16 lanes as four 4-wide accumulators: a0 holds lanes
-// 0-3, a1 4-7, a2 8-11, a3 12-15. The fold l[j] += l[j+8], l[j] += l[j+4], l[j] += l[j+2],
-// l[0] + l[1] is (a0 + a2) + (a1 + a3), then its low and high halves, then the two lanes.
-struct Lanes {
-  __m256d a0, a1, a2, a3;
-  SPEC_VERIFY_AVX2 void clear() { a0 = a1 = a2 = a3 = _mm256_setzero_pd(); }
-  // Elements 16g .. 16g+7 (x) and 16g+8 .. 16g+15 (y) of a group of 16.
-  SPEC_VERIFY_AVX2 void add(__m256 x, __m256 y) {
-    a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(x)));
-    a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)));
-    a2 = _mm256_add_pd(a2, _mm256_cvtps_pd(_mm256_castps256_ps128(y)));
-    a3 = _mm256_add_pd(a3, _mm256_cvtps_pd(_mm256_extractf128_ps(y, 1)));
+// Note [Widening by integer multiply]
+// vcvtps2pd issues at one per cycle on the machines measured here, which caps any loop that
+// widens every float. A float's bits can be widened exactly with an integer multiply instead:
+// for a finite float x >= 0 (exponent field e, mantissa m), the 64-bit word bits(x) * 2^29
+// holds e in the float64 exponent field and m at the top of the float64 mantissa, i.e. the
+// float64 x * 2^-896 (e > 0: 2^(e-1023) * (1 + m/2^23); e = 0: 2^-1022 * m/2^23, a float64
+// subnormal). vpmuludq forms that product from the low 32 bits of each 64-bit lane on the
+// multiply pipes, leaving the add pipes to the sums. Sums of scaled values are the scaled
+// sums, bit for bit: an addition whose exact result is >= 2^-1022 rounds the same way at
+// either scale (the scale is a power of two), and one below 2^-1022 is exact at both (the
+// scaled result is a multiple of 2^-1074, the unscaled one a multiple of 2^-178 below 2^-126,
+// so it fits in 52 bits). Multiplying the folded block sum by 2^896 is exact too. So a path
+// may widen this way and still return the canonical bits; nothing outside the lanes sees a
+// scaled value. Values with the sign bit set must not reach it (-0.0 would become 2^129).
+struct ScaledLanes {
+  // The layout the integer widening gives: e0 holds lanes 0 2 4 6, o0 1 3 5 7, e1 8 10 12 14,
+  // o1 9 11 13 15.
+  __m256d e0, o0, e1, o1;
+  SPEC_VERIFY_AVX2 void clear() { e0 = o0 = e1 = o1 = _mm256_setzero_pd(); }
+  // Elements 16g .. 16g+7 (x) and 16g+8 .. 16g+15 (y) as float bits, none negative.
+  SPEC_VERIFY_AVX2 void add(__m256i x, __m256i y) {
+    const __m256i scale = _mm256_set1_epi64x(int64_t{1} << 29);
+    e0 = _mm256_add_pd(e0, _mm256_castsi256_pd(_mm256_mul_epu32(x, scale)));
+    o0 = _mm256_add_pd(o0, _mm256_castsi256_pd(_mm256_mul_epu32(_mm256_srli_epi64(x, 32), scale)));
+    e1 = _mm256_add_pd(e1, _mm256_castsi256_pd(_mm256_mul_epu32(y, scale)));
+    o1 = _mm256_add_pd(o1, _mm256_castsi256_pd(_mm256_mul_epu32(_mm256_srli_epi64(y, 32), scale)));
   }
+  // l[j] += l[j+8] is e0 + e1 (lanes 0 2 4 6) and o0 + o1 (1 3 5 7); l[j] += l[j+4] adds the
+  // 128-bit halves of each; l[j] += l[j+2] pairs lanes 0 with 2 and 1 with 3 across them.
   SPEC_VERIFY_AVX2 double fold() const {
-    const __m256d four = _mm256_add_pd(_mm256_add_pd(a0, a2), _mm256_add_pd(a1, a3));
-    const __m128d two = _mm_add_pd(_mm256_castpd256_pd128(four), _mm256_extractf128_pd(four, 1));
-    return _mm_cvtsd_f64(_mm_add_sd(two, _mm_unpackhi_pd(two, two)));
+    const __m256d even = _mm256_add_pd(e0, e1), odd = _mm256_add_pd(o0, o1);
+    const __m128d e = _mm_add_pd(_mm256_castpd256_pd128(even), _mm256_extractf128_pd(even, 1));
+    const __m128d o = _mm_add_pd(_mm256_castpd256_pd128(odd), _mm256_extractf128_pd(odd, 1));
+    const __m128d two = _mm_add_pd(_mm_unpacklo_pd(e, o), _mm_unpackhi_pd(e, o));
+    return _mm_cvtsd_f64(_mm_add_sd(two, _mm_unpackhi_pd(two, two))) * 0x1p896;
   }
 };
 
@@ -103,7 +135,7 @@ SPEC_VERIFY_AVX2 inline double blocked_mass(Source& source, int64_t n, double* b
   for (int64_t b = 0, begin = 0; begin < n; ++b, begin += kMassBlock) {
     const int64_t len = n - begin < kMassBlock ? n - begin : kMassBlock;
     const int64_t body = len - len % kLanes;
-    Lanes lanes;
+    ScaledLanes lanes;
     lanes.clear();
     for (int64_t g = 0; g < body; g += kLanes) source.add16(begin + g, &lanes);
     double sum = lanes.fold();
@@ -114,26 +146,35 @@ SPEC_VERIFY_AVX2 inline double blocked_mass(Source& source, int64_t n, double* b
   return total;
 }
 
-// Validation at no measurable cost: the OR of every value's bits has the sign bit set iff
-// some value is negative, -inf, -0.0 or a NaN with its sign set; only then is the row
-// checked value by value (so -0.0, which counts as zero, costs a second pass, nothing more).
-// Any other NaN, and +inf, make the float64 mass NaN or inf: float32 values cannot overflow
-// a float64 sum. Converting straight from memory saves the lane extracts of a 256-bit load.
+// Validation at no measurable cost: as unsigned integers, the bits of every float in
+// [+0.0, FLT_MAX] lie below those of +inf (0x7f800000) and the bits of every other float
+// (-0.0, negatives, infinities, NaNs) at or above them. So the row keeps the unsigned max of
+// its bits, and only when that reaches 0x7f800000 is it checked value by value. A row that
+// passes then holds -0.0 (which counts as zero), whose sign bit the integer widening must
+// not see: it is summed again with the sign bits cleared. -0.0 costs a second pass, nothing
+// more.
+constexpr uint32_t kInfBits = 0x7f800000u;
+
+template <bool kClearSigns>
 struct RowValues {
   const float* row;
-  __m256i bits;
-  bool tail_negative;
-  SPEC_VERIFY_AVX2 void add16(int64_t v, Lanes* lanes) {
-    const float* x = row + v;
-    bits = _mm256_or_si256(bits, _mm256_or_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)),
-                                                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 8))));
-    lanes->a0 = _mm256_add_pd(lanes->a0, _mm256_cvtps_pd(_mm_loadu_ps(x)));
-    lanes->a1 = _mm256_add_pd(lanes->a1, _mm256_cvtps_pd(_mm_loadu_ps(x + 4)));
-    lanes->a2 = _mm256_add_pd(lanes->a2, _mm256_cvtps_pd(_mm_loadu_ps(x + 8)));
-    lanes->a3 = _mm256_add_pd(lanes->a3, _mm256_cvtps_pd(_mm_loadu_ps(x + 12)));
+  __m256i high;  // unsigned max of the bits seen (not kept when clearing signs)
+  bool tail_high;
+  SPEC_VERIFY_AVX2 void add16(int64_t v, ScaledLanes* lanes) {
+    __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + v));
+    __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + v + 8));
+    if constexpr (kClearSigns) {
+      const __m256i magnitude = _mm256_set1_epi32(0x7fffffff);
+      x = _mm256_and_si256(x, magnitude);
+      y = _mm256_and_si256(y, magnitude);
+    } else {
+      high = _mm256_max_epu32(high, _mm256_max_epu32(x, y));
+    }
+    lanes->add(x, y);
   }
+  // The tail adds floats as they are (-0.0 added to a sum leaves it unchanged).
   SPEC_VERIFY_AVX2 float at(int64_t v) {
-    tail_negative |= std::signbit(row[v]);
+    tail_high |= std::bit_cast<uint32_t>(row[v]) >= kInfBits;
     return row[v];
   }
 };
@@ -145,27 +186,43 @@ SPEC_VERIFY_AVX2 bool all_valid(const float* row, int64_t n) {
   return true;
 }
 
+// True if some value seen was not in [+0.0, FLT_MAX]: some lane of `high` is at or above
+// kInfBits as an unsigned integer, i.e. max(high, kInfBits) == high there.
+template <bool kClearSigns>
+SPEC_VERIFY_AVX2 bool flagged(const RowValues<kClearSigns>& values) {
+  const __m256i inf = _mm256_set1_epi32(static_cast<int>(kInfBits));
+  return values.tail_high ||
+         _mm256_movemask_epi8(_mm256_cmpeq_epi32(_mm256_max_epu32(values.high, inf), values.high)) != 0;
+}
+
 SPEC_VERIFY_AVX2 bool f32_mass__avx2(const float* row, int64_t n, double* block_mass, double* mass) {
-  RowValues values{row, _mm256_setzero_si256(), false};
-  const double total = blocked_mass(values, n, block_mass);
-  const bool signs = _mm256_movemask_ps(_mm256_castsi256_ps(values.bits)) != 0 || values.tail_negative;
-  if (!std::isfinite(total) || (signs && !all_valid(row, n))) return false;
+  RowValues<false> values{row, _mm256_setzero_si256(), false};
+  double total = blocked_mass(values, n, block_mass);
+  if (flagged(values)) {
+    if (!all_valid(row, n)) return false;
+    RowValues<true> cleared{row, _mm256_setzero_si256(), false};
+    total = blocked_mass(cleared, n, block_mass);
+  }
   *mass = total;
   return true;
 }
 
-// max_ps returns its second operand (+0.0) unless d > 0: the clamp of residual_value().
+// The clamp of residual_value() as an integer max with 0: a float's bits are a negative
+// int32 exactly when its sign is set, so -0.0 and every d < 0 become +0.0 and d > 0 stays
+// (d is never NaN: the rows are finite and residual_scales() keeps the products finite).
+// The results carry no sign bit, as the integer widening needs; it runs on the multiply
+// pipes, where this loop has room (Note [Widening by integer multiply]).
 struct ResidualValues {
   const float* p;
   const float* q;
   __m256 va, vb;
   float a, b;
-  SPEC_VERIFY_AVX2 __m256 eight(int64_t v) const {
+  SPEC_VERIFY_AVX2 __m256i eight(int64_t v) const {
     const __m256 d = _mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(p + v), va),
                                    _mm256_mul_ps(_mm256_loadu_ps(q + v), vb));
-    return _mm256_max_ps(d, _mm256_setzero_ps());
+    return _mm256_max_epi32(_mm256_castps_si256(d), _mm256_setzero_si256());
   }
-  SPEC_VERIFY_AVX2 void add16(int64_t v, Lanes* lanes) const { lanes->add(eight(v), eight(v + 8)); }
+  SPEC_VERIFY_AVX2 void add16(int64_t v, ScaledLanes* lanes) const { lanes->add(eight(v), eight(v + 8)); }
   float at(int64_t v) const { return residual_value(p[v], q[v], a, b); }
 };
 
