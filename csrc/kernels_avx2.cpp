@@ -207,6 +207,40 @@ SPEC_VERIFY_AVX2 bool f32_mass__avx2(const float* row, int64_t n, double* block_
   return true;
 }
 
+// Both rows of a position side by side: eight accumulation chains instead of four, so the
+// float64 adds are no longer latency bound (measured on an AMD EPYC: about 4.1 us for a pair
+// of 32000-element rows against 4.7 us in two row_mass calls). Same order as row_mass.
+SPEC_VERIFY_AVX2 bool f32_mass_pair__avx2(const float* p, const float* q, int64_t n,
+                                          double* p_blocks, double* q_blocks, double* p_mass,
+                                          double* q_mass) {
+  RowValues<false> pv{p, _mm256_setzero_si256(), false}, qv{q, _mm256_setzero_si256(), false};
+  double p_total = 0.0, q_total = 0.0;
+  for (int64_t b = 0, begin = 0; begin < n; ++b, begin += kMassBlock) {
+    const int64_t len = n - begin < kMassBlock ? n - begin : kMassBlock;
+    const int64_t body = len - len % kLanes;
+    ScaledLanes p_lanes, q_lanes;
+    p_lanes.clear();
+    q_lanes.clear();
+    for (int64_t g = 0; g < body; g += kLanes) {
+      pv.add16(begin + g, &p_lanes);
+      qv.add16(begin + g, &q_lanes);
+    }
+    double p_sum = p_lanes.fold(), q_sum = q_lanes.fold();
+    for (int64_t v = body; v < len; ++v) {
+      p_sum += static_cast<double>(pv.at(begin + v));
+      q_sum += static_cast<double>(qv.at(begin + v));
+    }
+    p_blocks[b] = p_sum;
+    q_blocks[b] = q_sum;
+    p_total += p_sum;
+    q_total += q_sum;
+  }
+  if (flagged(pv) || flagged(qv)) return false;  // the caller goes row by row
+  *p_mass = p_total;
+  *q_mass = q_total;
+  return true;
+}
+
 // The clamp of residual_value() as an integer max with 0: a float's bits are a negative
 // int32 exactly when its sign is set, so -0.0 and every d < 0 become +0.0 and d > 0 stays
 // (d is never NaN: the rows are finite and residual_scales() keeps the products finite).
@@ -235,7 +269,8 @@ SPEC_VERIFY_AVX2 void f32_residual_mass__avx2(const float* p, const float* q, fl
 }  // namespace
 
 const KernelTable* avx2_kernels() {
-  static const KernelTable table{"avx2", f32_argmax__avx2, f32_mass__avx2, f32_residual_mass__avx2};
+  static const KernelTable table{"avx2", f32_argmax__avx2, f32_mass__avx2, f32_mass_pair__avx2,
+                                 f32_residual_mass__avx2};
   static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return supported ? &table : nullptr;
 }

@@ -115,6 +115,13 @@ bool f32_mass__neon(const float* row, int64_t n, double* block_mass, double* mas
   return true;
 }
 
+// Two passes: with eight 2-wide accumulators per row the NEON mass loop is not latency
+// bound, so reading the rows side by side would gain nothing.
+bool f32_mass_pair__neon(const float* p, const float* q, int64_t n, double* p_blocks,
+                         double* q_blocks, double* p_mass, double* q_mass) {
+  return f32_mass__neon(p, n, p_blocks, p_mass) && f32_mass__neon(q, n, q_blocks, q_mass);
+}
+
 // FMAX(d, +0.0) is d when d > 0 and +0.0 otherwise (FMAX orders -0.0 below +0.0): the
 // clamp of residual_value(). Two products and a difference, each rounded (no FMLS).
 inline float32x4_t residual4(float32x4_t p, float32x4_t q, float32x4_t a, float32x4_t b) {
@@ -150,7 +157,8 @@ void f32_residual_mass__neon(const float* p, const float* q, float a, float b, i
 }  // namespace
 
 const KernelTable* neon_kernels() {
-  static const KernelTable table{"neon", f32_argmax__neon, f32_mass__neon, f32_residual_mass__neon};
+  static const KernelTable table{"neon", f32_argmax__neon, f32_mass__neon, f32_mass_pair__neon,
+                                 f32_residual_mass__neon};
   return &table;
 }
 

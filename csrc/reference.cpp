@@ -62,6 +62,11 @@ bool f32_mass__scalar(const float* row, int64_t n, double* block_mass, double* m
   return true;
 }
 
+bool f32_mass_pair__scalar(const float* p, const float* q, int64_t n, double* p_blocks,
+                           double* q_blocks, double* p_mass, double* q_mass) {
+  return f32_mass__scalar(p, n, p_blocks, p_mass) && f32_mass__scalar(q, n, q_blocks, q_mass);
+}
+
 void f32_residual_mass__scalar(const float* p, const float* q, float a, float b, int64_t n,
                                double* block_mass, double* mass) {
   *mass = blocked_mass(n, block_mass,
@@ -72,7 +77,7 @@ void f32_residual_mass__scalar(const float* p, const float* q, float a, float b,
 
 const KernelTable& scalar_kernels() {
   static const KernelTable table{"scalar", f32_argmax__scalar, f32_mass__scalar,
-                                 f32_residual_mass__scalar};
+                                 f32_mass_pair__scalar, f32_residual_mass__scalar};
   return table;
 }
 

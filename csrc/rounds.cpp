@@ -102,9 +102,14 @@ Outcome accept_round(const KernelTable& kt, Rows target, Rows draft, const int64
     const float* p = target.row(i);
     const float* q = draft.row(i);
     double P = 0.0, Q = 0.0;
-    if (!kt.row_mass(p, vocab, p_blocks, &P)) return bad_mass_row(p, vocab, false, i);
+    if (!kt.row_mass_pair(p, q, vocab, p_blocks, q_blocks, &P, &Q)) {
+      // Row by row: the masses if the rows hold -0.0, else which row is at fault (the
+      // target row's errors first, as everywhere).
+      if (!kt.row_mass(p, vocab, p_blocks, &P)) return bad_mass_row(p, vocab, false, i);
+      if (P == 0.0) return zero_mass_row(false, i);
+      if (!kt.row_mass(q, vocab, q_blocks, &Q)) return bad_mass_row(q, vocab, true, i);
+    }
     if (P == 0.0) return zero_mass_row(false, i);
-    if (!kt.row_mass(q, vocab, q_blocks, &Q)) return bad_mass_row(q, vocab, true, i);
     if (Q == 0.0) return zero_mass_row(true, i);
 
     // Accept t with probability min(1, (p(t)/P) / (q(t)/Q)), without dividing:

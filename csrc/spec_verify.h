@@ -50,6 +50,12 @@ struct KernelTable {
   // and the row mass into *mass. Returns false if any value is negative, NaN or infinite
   // (then the outputs are unspecified); -0.0 is allowed and counts as zero.
   bool (*row_mass)(const float* row, int64_t n, double* block_mass, double* mass);
+  // row_mass of two rows of the same length (a target row and its draft row) in one pass.
+  // Returns true only when both rows are valid; their outputs are then exactly what row_mass
+  // gives for each. False tells the caller nothing more (a path may return it for rows that
+  // hold -0.0): the caller then takes each row through row_mass, which classifies it.
+  bool (*row_mass_pair)(const float* p, const float* q, int64_t n, double* p_blocks,
+                        double* q_blocks, double* p_mass, double* q_mass);
   // Block masses and total of r'(v) = max(0, p(v) * a - q(v) * b) (Note [Residual in float32]).
   // The rows were validated by row_mass.
   void (*residual_mass)(const float* p, const float* q, float a, float b, int64_t n,

@@ -52,6 +52,32 @@ def test_paths_agree_on_random_rounds(sv, vocab, rounds):
     assert len(n_values) >= 3, "the rounds should end at several positions"
 
 
+def test_negative_zeros_count_as_zeros(sv):
+    """Rows whose zeros are -0.0 give, on every path, the rounds of the same rows with +0.0
+    (the SIMD masses take such rows through a second pass; the pair mass hands them back)."""
+    g = torch.Generator().manual_seed(7)
+    k, vocab, rounds = 4, 32000, 300
+    p = torch.softmax(torch.randn(k + 1, vocab, generator=g) * 3, -1)
+    q = torch.softmax(torch.randn(k, vocab, generator=g) * 3, -1)
+    zeros_p = torch.rand(k + 1, vocab, generator=g) < 0.3
+    zeros_q = torch.rand(k, vocab, generator=g) < 0.3
+    zeros_q[0] = False  # position 0: -0.0 only in the target row; position 1: only in the draft
+    zeros_p[1] = False
+    tokens = torch.stack([torch.multinomial(q[i], rounds, replacement=True, generator=g) for i in range(k)], 1)
+    uniforms = torch.rand(rounds, k + 1, dtype=torch.float64, generator=g)
+    pos_p, pos_q = p.masked_fill(zeros_p, 0.0), q.masked_fill(zeros_q, 0.0)
+    neg_p, neg_q = p.masked_fill(zeros_p, -0.0), q.masked_fill(zeros_q, -0.0)
+    assert torch.signbit(neg_p).sum() == zeros_p.sum() and torch.signbit(neg_q).sum() == zeros_q.sum()
+
+    def run(pp, qq):
+        return [sv.accept_with_uniforms(pp, qq, tokens[r], uniforms[r]) for r in range(rounds)]
+
+    want = each_path(sv, lambda: run(pos_p, pos_q))
+    got = each_path(sv, lambda: run(neg_p, neg_q))
+    assert got == want
+    assert len({n for n, _ in want["scalar"]}) >= 2, "the rounds should end at several positions"
+
+
 def test_paths_agree_on_masses(sv):
     g = torch.Generator().manual_seed(0)
     for vocab in [1, 15, 16, 17, 255, 256, 257, 1023, 1024, 1025, 32000, 32771, 151936]:

@@ -133,6 +133,12 @@ std::vector<float> make_row(Rng& rng, int64_t n, int fill) {
   return r;
 }
 
+bool has_negative_zero(const std::vector<float>& row) {
+  for (float x : row)
+    if (x == 0.0f && std::signbit(x)) return true;
+  return false;
+}
+
 std::vector<const sv::KernelTable*> paths() {
   std::vector<const sv::KernelTable*> out;
   for (const std::string& name : sv::available_isas()) {
@@ -183,6 +189,20 @@ void kernel_parity(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int
         for (int64_t b = 0; b < blocks; ++b) same &= bits(got_blocks[b]) == bits(ref_blocks[b]);
       }
       check(same, label(*kt, "row_mass", n, fill, at_end, offset));
+
+      // The pair: true only for two valid rows, and then row_mass's bits for each; false
+      // also allowed when a valid row holds -0.0.
+      std::vector<double> pair_p(blocks), pair_q(blocks);
+      double pm = -2.0, qm = -2.0;
+      const bool pair_ok = kt->row_mass_pair(p.data, q.data, n, pair_p.data(), pair_q.data(), &pm, &qm);
+      bool pair_same = !(ref_mass_ok && q_ok) || has_negative_zero(pv) || has_negative_zero(qv);
+      if (pair_ok) {
+        pair_same = ref_mass_ok && q_ok && bits(pm) == bits(ref_mass) && bits(qm) == bits(ref_q_mass);
+        for (int64_t b = 0; b < blocks; ++b)
+          pair_same &= bits(pair_p[b]) == bits(ref_blocks[b]) && bits(pair_q[b]) == bits(q_blocks[b]);
+      }
+      check(pair_same, label(*kt, "row_mass_pair", n, fill, at_end, offset) +
+                           (pair_ok ? " (returned true)" : " (returned false)"));
 
       if (ref_mass_ok && q_ok && ref_mass > 0 && ref_q_mass > 0) {
         float a, b;
