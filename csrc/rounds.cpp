@@ -103,11 +103,11 @@ Outcome accept_round(const KernelTable& kt, Rows target, Rows draft, const int64
     const float* q = draft.row(i);
     double P = 0.0, Q = 0.0;
     if (!kt.row_mass_pair(p, q, vocab, p_blocks, q_blocks, &P, &Q)) {
-      // Row by row: the masses if the rows hold -0.0, else which row is at fault (the
-      // target row's errors first, as everywhere).
+      // Row by row: the masses if the rows hold -0.0, else which row is at fault. The
+      // target row's errors come first: a zero-mass target row is reported below before
+      // the draft row is looked at.
       if (!kt.row_mass(p, vocab, p_blocks, &P)) return bad_mass_row(p, vocab, false, i);
-      if (P == 0.0) return zero_mass_row(false, i);
-      if (!kt.row_mass(q, vocab, q_blocks, &Q)) return bad_mass_row(q, vocab, true, i);
+      if (P != 0.0 && !kt.row_mass(q, vocab, q_blocks, &Q)) return bad_mass_row(q, vocab, true, i);
     }
     if (P == 0.0) return zero_mass_row(false, i);
     if (Q == 0.0) return zero_mass_row(true, i);
