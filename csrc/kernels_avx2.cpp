@@ -1,15 +1,14 @@
 // x86-64 AVX2 path: the scalar reference's results, bit for bit, 8 floats at a time.
 //
-// Only the kernels carry target("avx2,fma"); the detection below is baseline x86-64 code,
-// so loading the library never runs an AVX instruction on a CPU without it. No vector
-// constants at namespace scope (they would be built at load time). FMA is enabled only
-// because the target attribute must name it for some intrinsics' headers; the file builds
-// with -ffp-contract=off, so no multiply-add is ever fused (Note [Residual in float32]).
+// Only the kernels carry target("avx2"); the detection below is baseline x86-64 code, so
+// loading the library never runs an AVX instruction on a CPU without it. No vector
+// constants at namespace scope (they would be built at load time).
 #include "spec_verify.h"
 
 #if defined(__x86_64__)
 
 #include "blocked_argmax.h"
+#include "blocked_mass.h"
 
 #include <immintrin.h>
 
@@ -18,7 +17,10 @@
 #include <cstdint>
 #include <limits>
 
-#define SPEC_VERIFY_AVX2 __attribute__((target("avx2,fma")))
+// flatten: the shared drivers (blocked_mass.h, blocked_argmax.h) and the lane arithmetic
+// they call are inlined into each kernel, compiled for AVX2.
+#define SPEC_VERIFY_AVX2 __attribute__((target("avx2")))
+#define SPEC_VERIFY_AVX2_KERNEL __attribute__((target("avx2"), flatten))
 
 namespace spec_verify {
 namespace {
@@ -85,13 +87,13 @@ SPEC_VERIFY_AVX2 int64_t first_equal(const float* row, int64_t begin, int64_t en
 }
 
 // Note [Blocked argmax] (blocked_argmax.h).
-SPEC_VERIFY_AVX2 bool f32_argmax__avx2(const float* row, int64_t n, int64_t* index) {
+SPEC_VERIFY_AVX2 bool f32_row_argmax__avx2(const float* row, int64_t n, int64_t* index) {
   return blocked_argmax(row, n, index, block_max, first_equal);
 }
 
 // Note [Widening by integer multiply]
-// vcvtps2pd issues at one per cycle on the machines measured here, which caps any loop that
-// widens every float. A float's bits can be widened exactly with an integer multiply instead:
+// vcvtps2pd issues at one per cycle on common x86-64 cores, which caps any loop that widens
+// every float. A float's bits can be widened exactly with an integer multiply instead:
 // for a finite float x >= 0 (exponent field e, mantissa m), the 64-bit word bits(x) * 2^29
 // holds e in the float64 exponent field and m at the top of the float64 mantissa, i.e. the
 // float64 x * 2^-896 (e > 0: 2^(e-1023) * (1 + m/2^23); e = 0: 2^-1022 * m/2^23, a float64
@@ -127,25 +129,6 @@ struct ScaledLanes {
   }
 };
 
-// Block masses of the values a Source yields: source.add16(v, &lanes) adds elements
-// v .. v+15 to the lanes, source.at(v) gives one element as a float (for the tail).
-template <class Source>
-SPEC_VERIFY_AVX2 inline double blocked_mass(Source& source, int64_t n, double* block_mass) {
-  double total = 0.0;
-  for (int64_t b = 0, begin = 0; begin < n; ++b, begin += kMassBlock) {
-    const int64_t len = n - begin < kMassBlock ? n - begin : kMassBlock;
-    const int64_t body = len - len % kLanes;
-    ScaledLanes lanes;
-    lanes.clear();
-    for (int64_t g = 0; g < body; g += kLanes) source.add16(begin + g, &lanes);
-    double sum = lanes.fold();
-    for (int64_t v = body; v < len; ++v) sum += static_cast<double>(source.at(begin + v));
-    block_mass[b] = sum;
-    total += sum;
-  }
-  return total;
-}
-
 // Validation at no measurable cost: as unsigned integers, the bits of every float in
 // [+0.0, FLT_MAX] lie below those of +inf (0x7f800000) and the bits of every other float
 // (-0.0, negatives, infinities, NaNs) at or above them. So the row keeps the unsigned max of
@@ -157,6 +140,7 @@ constexpr uint32_t kInfBits = 0x7f800000u;
 
 template <bool kClearSigns>
 struct RowValues {
+  static constexpr int kRows = 1;
   const float* row;
   __m256i high;  // unsigned max of the bits seen (not kept when clearing signs)
   bool tail_high;
@@ -173,7 +157,7 @@ struct RowValues {
     lanes->add(x, y);
   }
   // The tail adds floats as they are (-0.0 added to a sum leaves it unchanged).
-  SPEC_VERIFY_AVX2 float at(int64_t v) {
+  SPEC_VERIFY_AVX2 float at(int64_t v, int) {
     tail_high |= std::bit_cast<uint32_t>(row[v]) >= kInfBits;
     return row[v];
   }
@@ -195,49 +179,42 @@ SPEC_VERIFY_AVX2 bool flagged(const RowValues<kClearSigns>& values) {
          _mm256_movemask_epi8(_mm256_cmpeq_epi32(_mm256_max_epu32(values.high, inf), values.high)) != 0;
 }
 
-SPEC_VERIFY_AVX2 bool f32_mass__avx2(const float* row, int64_t n, double* block_mass, double* mass) {
+SPEC_VERIFY_AVX2_KERNEL bool f32_row_mass__avx2(const float* row, int64_t n, double* block_mass,
+                                                double* mass) {
   RowValues<false> values{row, _mm256_setzero_si256(), false};
-  double total = blocked_mass(values, n, block_mass);
+  double total = blocked_mass<ScaledLanes>(values, n, block_mass);
   if (flagged(values)) {
     if (!all_valid(row, n)) return false;
     RowValues<true> cleared{row, _mm256_setzero_si256(), false};
-    total = blocked_mass(cleared, n, block_mass);
+    total = blocked_mass<ScaledLanes>(cleared, n, block_mass);
   }
   *mass = total;
   return true;
 }
 
 // Both rows of a position side by side: eight accumulation chains instead of four, so the
-// float64 adds are no longer latency bound (measured on an AMD EPYC: about 4.1 us for a pair
-// of 32000-element rows against 4.7 us in two row_mass calls). Same order as row_mass.
-SPEC_VERIFY_AVX2 bool f32_mass_pair__avx2(const float* p, const float* q, int64_t n,
-                                          double* p_blocks, double* q_blocks, double* p_mass,
-                                          double* q_mass) {
-  RowValues<false> pv{p, _mm256_setzero_si256(), false}, qv{q, _mm256_setzero_si256(), false};
-  double p_total = 0.0, q_total = 0.0;
-  for (int64_t b = 0, begin = 0; begin < n; ++b, begin += kMassBlock) {
-    const int64_t len = n - begin < kMassBlock ? n - begin : kMassBlock;
-    const int64_t body = len - len % kLanes;
-    ScaledLanes p_lanes, q_lanes;
-    p_lanes.clear();
-    q_lanes.clear();
-    for (int64_t g = 0; g < body; g += kLanes) {
-      pv.add16(begin + g, &p_lanes);
-      qv.add16(begin + g, &q_lanes);
-    }
-    double p_sum = p_lanes.fold(), q_sum = q_lanes.fold();
-    for (int64_t v = body; v < len; ++v) {
-      p_sum += static_cast<double>(pv.at(begin + v));
-      q_sum += static_cast<double>(qv.at(begin + v));
-    }
-    p_blocks[b] = p_sum;
-    q_blocks[b] = q_sum;
-    p_total += p_sum;
-    q_total += q_sum;
+// float64 adds are not latency bound. Any row that is not plainly valid (-0.0 included)
+// sends the caller row by row.
+struct PairValues {
+  static constexpr int kRows = 2;
+  RowValues<false> p, q;
+  SPEC_VERIFY_AVX2 void add16(int64_t v, ScaledLanes* lanes) {
+    p.add16(v, &lanes[0]);
+    q.add16(v, &lanes[1]);
   }
-  if (flagged(pv) || flagged(qv)) return false;  // the caller goes row by row
-  *p_mass = p_total;
-  *q_mass = q_total;
+  SPEC_VERIFY_AVX2 float at(int64_t v, int r) { return r == 0 ? p.at(v, 0) : q.at(v, 0); }
+};
+
+SPEC_VERIFY_AVX2_KERNEL bool f32_row_mass_pair__avx2(const float* p, const float* q, int64_t n,
+                                                     double* p_blocks, double* q_blocks,
+                                                     double* p_mass, double* q_mass) {
+  PairValues values{{p, _mm256_setzero_si256(), false}, {q, _mm256_setzero_si256(), false}};
+  double* const blocks[2] = {p_blocks, q_blocks};
+  double masses[2];
+  blocked_mass<ScaledLanes>(values, n, blocks, masses);
+  if (flagged(values.p) || flagged(values.q)) return false;
+  *p_mass = masses[0];
+  *q_mass = masses[1];
   return true;
 }
 
@@ -247,6 +224,7 @@ SPEC_VERIFY_AVX2 bool f32_mass_pair__avx2(const float* p, const float* q, int64_
 // The results carry no sign bit, as the integer widening needs; it runs on the multiply
 // pipes, where this loop has room (Note [Widening by integer multiply]).
 struct ResidualValues {
+  static constexpr int kRows = 1;
   const float* p;
   const float* q;
   __m256 va, vb;
@@ -257,21 +235,22 @@ struct ResidualValues {
     return _mm256_max_epi32(_mm256_castps_si256(d), _mm256_setzero_si256());
   }
   SPEC_VERIFY_AVX2 void add16(int64_t v, ScaledLanes* lanes) const { lanes->add(eight(v), eight(v + 8)); }
-  float at(int64_t v) const { return residual_value(p[v], q[v], a, b); }
+  float at(int64_t v, int) const { return residual_value(p[v], q[v], a, b); }
 };
 
-SPEC_VERIFY_AVX2 void f32_residual_mass__avx2(const float* p, const float* q, float a, float b,
-                                              int64_t n, double* block_mass, double* mass) {
+SPEC_VERIFY_AVX2_KERNEL void f32_residual_mass__avx2(const float* p, const float* q, float a,
+                                                     float b, int64_t n, double* block_mass,
+                                                     double* mass) {
   ResidualValues values{p, q, _mm256_set1_ps(a), _mm256_set1_ps(b), a, b};
-  *mass = blocked_mass(values, n, block_mass);
+  *mass = blocked_mass<ScaledLanes>(values, n, block_mass);
 }
 
 }  // namespace
 
 const KernelTable* avx2_kernels() {
-  static const KernelTable table{"avx2", f32_argmax__avx2, f32_mass__avx2, f32_mass_pair__avx2,
-                                 f32_residual_mass__avx2};
-  static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  static const KernelTable table{"avx2", f32_row_argmax__avx2, f32_row_mass__avx2,
+                                 f32_row_mass_pair__avx2, f32_residual_mass__avx2};
+  static const bool supported = __builtin_cpu_supports("avx2");
   return supported ? &table : nullptr;
 }
 

@@ -8,6 +8,7 @@
 #if defined(__aarch64__)
 
 #include "blocked_argmax.h"
+#include "blocked_mass.h"
 
 #include <arm_neon.h>
 
@@ -60,105 +61,91 @@ int64_t first_equal(const float* row, int64_t begin, int64_t end, float value) {
 }
 
 // Note [Blocked argmax] (blocked_argmax.h).
-bool f32_argmax__neon(const float* row, int64_t n, int64_t* index) {
+bool f32_row_argmax__neon(const float* row, int64_t n, int64_t* index) {
   return blocked_argmax(row, n, index, block_max, first_equal);
 }
 
 // Note [Canonical mass order] with 16 lanes as eight 2-wide accumulators: acc[k] holds
 // lanes 2k and 2k+1. The fold l[j] += l[j+8], l[j] += l[j+4], l[j] += l[j+2], l[0] + l[1]
 // is acc[k] += acc[k+4], acc[k] += acc[k+2], acc[0] += acc[1], then its two lanes.
-inline double fold_lanes(float64x2_t* acc) {
-  for (int k = 0; k < 4; ++k) acc[k] = vaddq_f64(acc[k], acc[k + 4]);
-  for (int k = 0; k < 2; ++k) acc[k] = vaddq_f64(acc[k], acc[k + 2]);
-  const float64x2_t two = vaddq_f64(acc[0], acc[1]);
-  return vgetq_lane_f64(two, 0) + vgetq_lane_f64(two, 1);
-}
-
-// Adds 16 floats (four vectors, elements 16g .. 16g+15) to the lanes.
-inline void add_widened(const float32x4x4_t& x, float64x2_t* acc) {
-  for (int i = 0; i < 4; ++i) {
-    acc[2 * i] = vaddq_f64(acc[2 * i], vcvt_f64_f32(vget_low_f32(x.val[i])));
-    acc[2 * i + 1] = vaddq_f64(acc[2 * i + 1], vcvt_high_f64_f32(x.val[i]));
+struct NeonLanes {
+  float64x2_t acc[8];
+  void clear() {
+    for (float64x2_t& a : acc) a = vdupq_n_f64(0.0);
   }
-}
-
-// Validation: FMIN propagates NaN, so `smallest` ends NaN (any NaN) or negative (any
-// negative value, -inf included); +inf makes the float64 mass infinite.
-bool f32_mass__neon(const float* row, int64_t n, double* block_mass, double* mass) {
-  float32x4_t smallest = vdupq_n_f32(0.0f);
-  float smallest_tail = 0.0f;
-  bool nan_tail = false;
-  double total = 0.0;
-  for (int64_t b = 0, begin = 0; begin < n; ++b, begin += kMassBlock) {
-    const int64_t len = n - begin < kMassBlock ? n - begin : kMassBlock;
-    const int64_t body = len - len % kLanes;
-    const float* x = row + begin;
-    float64x2_t acc[8];
-    for (auto& a : acc) a = vdupq_n_f64(0.0);
-    for (int64_t g = 0; g < body; g += kLanes) {
-      const float32x4x4_t v = vld1q_f32_x4(x + g);
-      smallest = vminq_f32(smallest, vminq_f32(vminq_f32(v.val[0], v.val[1]), vminq_f32(v.val[2], v.val[3])));
-      add_widened(v, acc);
+  // Adds 16 floats (four vectors, values v .. v+15 of a row).
+  void add(const float32x4x4_t& x) {
+    for (int i = 0; i < 4; ++i) {
+      acc[2 * i] = vaddq_f64(acc[2 * i], vcvt_f64_f32(vget_low_f32(x.val[i])));
+      acc[2 * i + 1] = vaddq_f64(acc[2 * i + 1], vcvt_high_f64_f32(x.val[i]));
     }
-    double sum = fold_lanes(acc);
-    for (int64_t v = body; v < len; ++v) {
-      smallest_tail = x[v] < smallest_tail ? x[v] : smallest_tail;
-      nan_tail |= std::isnan(x[v]);
-      sum += static_cast<double>(x[v]);
-    }
-    block_mass[b] = sum;
-    total += sum;
   }
-  const float low = vminvq_f32(smallest);
-  if (!(low >= 0.0f) || smallest_tail < 0.0f || nan_tail || !std::isfinite(total)) return false;
+  double fold() {
+    for (int k = 0; k < 4; ++k) acc[k] = vaddq_f64(acc[k], acc[k + 4]);
+    for (int k = 0; k < 2; ++k) acc[k] = vaddq_f64(acc[k], acc[k + 2]);
+    const float64x2_t two = vaddq_f64(acc[0], acc[1]);
+    return vgetq_lane_f64(two, 0) + vgetq_lane_f64(two, 1);
+  }
+};
+
+// A row, validated as it is summed: FMIN propagates NaN, so `smallest` ends NaN (any NaN) or
+// negative (any negative value, -inf included); +inf makes the float64 mass infinite.
+struct RowValues {
+  static constexpr int kRows = 1;
+  const float* row;
+  float32x4_t smallest;
+  bool bad_tail;
+  void add16(int64_t v, NeonLanes* lanes) {
+    const float32x4x4_t x = vld1q_f32_x4(row + v);
+    smallest = vminq_f32(smallest, vminq_f32(vminq_f32(x.val[0], x.val[1]), vminq_f32(x.val[2], x.val[3])));
+    lanes[0].add(x);
+  }
+  float at(int64_t v, int) {
+    bad_tail |= !(row[v] >= 0.0f);
+    return row[v];
+  }
+};
+
+bool f32_row_mass__neon(const float* row, int64_t n, double* block_mass, double* mass) {
+  RowValues values{row, vdupq_n_f32(0.0f), false};
+  const double total = blocked_mass<NeonLanes>(values, n, block_mass);
+  if (!(vminvq_f32(values.smallest) >= 0.0f) || values.bad_tail || !std::isfinite(total)) return false;
   *mass = total;
   return true;
 }
 
-// Two passes: with eight 2-wide accumulators per row the NEON mass loop is not latency
-// bound, so reading the rows side by side would gain nothing.
-bool f32_mass_pair__neon(const float* p, const float* q, int64_t n, double* p_blocks,
-                         double* q_blocks, double* p_mass, double* q_mass) {
-  return f32_mass__neon(p, n, p_blocks, p_mass) && f32_mass__neon(q, n, q_blocks, q_mass);
-}
-
 // FMAX(d, +0.0) is d when d > 0 and +0.0 otherwise (FMAX orders -0.0 below +0.0): the
 // clamp of residual_value(). Two products and a difference, each rounded (no FMLS).
-inline float32x4_t residual4(float32x4_t p, float32x4_t q, float32x4_t a, float32x4_t b) {
-  return vmaxq_f32(vsubq_f32(vmulq_f32(p, a), vmulq_f32(q, b)), vdupq_n_f32(0.0f));
-}
+struct ResidualValues {
+  static constexpr int kRows = 1;
+  const float* p;
+  const float* q;
+  float32x4_t va, vb;
+  float a, b;
+  void add16(int64_t v, NeonLanes* lanes) const {
+    const float32x4x4_t pv = vld1q_f32_x4(p + v);
+    const float32x4x4_t qv = vld1q_f32_x4(q + v);
+    float32x4x4_t r;
+    for (int i = 0; i < 4; ++i)
+      r.val[i] = vmaxq_f32(vsubq_f32(vmulq_f32(pv.val[i], va), vmulq_f32(qv.val[i], vb)), vdupq_n_f32(0.0f));
+    lanes[0].add(r);
+  }
+  float at(int64_t v, int) const { return residual_value(p[v], q[v], a, b); }
+};
 
 void f32_residual_mass__neon(const float* p, const float* q, float a, float b, int64_t n,
                              double* block_mass, double* mass) {
-  const float32x4_t va = vdupq_n_f32(a), vb = vdupq_n_f32(b);
-  double total = 0.0;
-  for (int64_t blk = 0, begin = 0; begin < n; ++blk, begin += kMassBlock) {
-    const int64_t len = n - begin < kMassBlock ? n - begin : kMassBlock;
-    const int64_t body = len - len % kLanes;
-    const float* pb = p + begin;
-    const float* qb = q + begin;
-    float64x2_t acc[8];
-    for (auto& x : acc) x = vdupq_n_f64(0.0);
-    for (int64_t g = 0; g < body; g += kLanes) {
-      const float32x4x4_t pv = vld1q_f32_x4(pb + g);
-      const float32x4x4_t qv = vld1q_f32_x4(qb + g);
-      float32x4x4_t r;
-      for (int i = 0; i < 4; ++i) r.val[i] = residual4(pv.val[i], qv.val[i], va, vb);
-      add_widened(r, acc);
-    }
-    double sum = fold_lanes(acc);
-    for (int64_t v = body; v < len; ++v) sum += static_cast<double>(residual_value(pb[v], qb[v], a, b));
-    block_mass[blk] = sum;
-    total += sum;
-  }
-  *mass = total;
+  ResidualValues values{p, q, vdupq_n_f32(a), vdupq_n_f32(b), a, b};
+  *mass = blocked_mass<NeonLanes>(values, n, block_mass);
 }
 
 }  // namespace
 
 const KernelTable* neon_kernels() {
-  static const KernelTable table{"neon", f32_argmax__neon, f32_mass__neon, f32_mass_pair__neon,
-                                 f32_residual_mass__neon};
+  // No row_mass_pair: with eight 2-wide accumulators per row the NEON mass loop is not
+  // latency bound, so reading a pair of rows side by side would gain nothing.
+  static const KernelTable table{"neon", f32_row_argmax__neon, f32_row_mass__neon,
+                                 /*row_mass_pair=*/nullptr, f32_residual_mass__neon};
   return &table;
 }
 

@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "sample_index.h"
 #include "spec_verify.h"
 
 namespace spec_verify {
@@ -102,8 +103,8 @@ Outcome accept_round(const KernelTable& kt, Rows target, Rows draft, const int64
     const float* p = target.row(i);
     const float* q = draft.row(i);
     double P = 0.0, Q = 0.0;
-    if (!kt.row_mass_pair(p, q, vocab, p_blocks, q_blocks, &P, &Q)) {
-      // Row by row: the masses if the rows hold -0.0, else which row is at fault. The
+    if (kt.row_mass_pair == nullptr || !kt.row_mass_pair(p, q, vocab, p_blocks, q_blocks, &P, &Q)) {
+      // Row by row (no fast path, or it declined): the masses, or which row is at fault. The
       // target row's errors come first: a zero-mass target row is reported below before
       // the draft row is looked at.
       if (!kt.row_mass(p, vocab, p_blocks, &P)) return bad_mass_row(p, vocab, false, i);

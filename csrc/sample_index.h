@@ -14,8 +14,12 @@
 
 #include <cstdint>
 
+#include "spec_verify.h"
+
 namespace spec_verify {
 
+// Smallest index whose running mass exceeds threshold; value(v) must return exactly the
+// floats the block masses were summed from.
 template <class Value>
 int64_t sample_index(const double* block_mass, int64_t n, double threshold, Value value) {
   const int64_t blocks = num_blocks(n);

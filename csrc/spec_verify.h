@@ -20,6 +20,7 @@ namespace spec_verify {
 //   The block's last len % 16 elements are then added to it one by one, in index order.
 // - The row mass is the sum of the block masses in block order, starting from +0.0.
 // Block masses are kept: the sampler finds its block from them (Note [Blocked sampling]).
+// blocked_mass.h holds the one implementation; the paths supply only lane arithmetic.
 constexpr int64_t kLanes = 16;
 constexpr int64_t kMassBlock = 256;
 
@@ -50,10 +51,8 @@ struct KernelTable {
   // and the row mass into *mass. Returns false if any value is negative, NaN or infinite
   // (then the outputs are unspecified); -0.0 is allowed and counts as zero.
   bool (*row_mass)(const float* row, int64_t n, double* block_mass, double* mass);
-  // row_mass of two rows of the same length (a target row and its draft row) in one pass.
-  // Returns true only when both rows are valid; their outputs are then exactly what row_mass
-  // gives for each. False tells the caller nothing more (a path may return it for rows that
-  // hold -0.0): the caller then takes each row through row_mass, which classifies it.
+  // Optional fast path (nullptr if a path has none): row_mass of two rows at once; on false,
+  // which says nothing about the rows, the caller takes each through row_mass.
   bool (*row_mass_pair)(const float* p, const float* q, int64_t n, double* p_blocks,
                         double* q_blocks, double* p_mass, double* q_mass);
   // Block masses and total of r'(v) = max(0, p(v) * a - q(v) * b) (Note [Residual in float32]).
@@ -64,7 +63,7 @@ struct KernelTable {
 
 // ---- instruction sets and their selection (dispatch.cpp) --------------------------------
 const KernelTable& scalar_kernels();
-const KernelTable* avx2_kernels();  // nullptr unless built for x86-64 and the CPU has AVX2+FMA
+const KernelTable* avx2_kernels();  // nullptr unless built for x86-64 and the CPU has AVX2
 const KernelTable* neon_kernels();  // nullptr unless built for aarch64
 
 // Names of the paths this build can run on this CPU, best first ("neon"/"avx2", "scalar").
@@ -115,11 +114,4 @@ inline float residual_value(float p, float q, float a, float b) {
 // Power-of-two scaled float32 factors of Note [Residual in float32]; P, Q > 0 and finite.
 void residual_scales(double P, double Q, float* a, float* b);
 
-// Smallest index whose running mass exceeds threshold (Note [Blocked sampling]).
-// value(v) must return exactly the floats the block masses were summed from.
-template <class Value>
-int64_t sample_index(const double* block_mass, int64_t n, double threshold, Value value);
-
 }  // namespace spec_verify
-
-#include "sample_index.h"

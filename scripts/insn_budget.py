@@ -4,7 +4,7 @@
 Builds tests/native/kernel_calls.cpp for aarch64 (static, with a linker map), runs each
 kernel of each path under qemu-aarch64 with the counting plugin (scripts/insn_count), and
 counts the instructions executed inside the kernel files' code (every .text section the map
-attributes to kernels_neon.o or reference.o), per element of the rows read:
+attributes to kernels_neon.o or kernels_scalar.o), per element of the rows read:
 
     kernel          rows read   NEON budget   NEON vs scalar
     row argmax      1           <= 0.80       >= 4x fewer
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "build" / "native"
 V, REPS = 32000, 4
 BUDGETS = {"argmax": (0.80, 4.0), "mass": (1.75, 2.0), "residual": (2.50, 2.0)}
-OBJECTS = {"neon": "kernels_neon.o", "scalar": "reference.o"}
+OBJECTS = {"neon": "kernels_neon.o", "scalar": "kernels_scalar.o"}
 
 
 def build() -> Path:

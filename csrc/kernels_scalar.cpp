@@ -1,0 +1,83 @@
+// The scalar path: the reference that defines every result. Each SIMD path must return
+// exactly what these loops return, bit for bit. Always built; also the fallback on any CPU.
+#include <cmath>
+#include <limits>
+
+#include "blocked_mass.h"
+#include "spec_verify.h"
+
+namespace spec_verify {
+namespace {
+
+// Note [Canonical mass order], lane by lane.
+struct ScalarLanes {
+  double l[kLanes];
+  void clear() {
+    for (double& x : l) x = 0.0;
+  }
+  double fold() {
+    for (int j = 0; j < 8; ++j) l[j] += l[j + 8];
+    for (int j = 0; j < 4; ++j) l[j] += l[j + 4];
+    for (int j = 0; j < 2; ++j) l[j] += l[j + 2];
+    return l[0] + l[1];
+  }
+};
+
+// A source of one row whose values value(v) gives.
+template <class Value>
+struct ScalarValues {
+  static constexpr int kRows = 1;
+  Value value;
+  void add16(int64_t v, ScalarLanes* lanes) {
+    for (int j = 0; j < kLanes; ++j) lanes[0].l[j] += static_cast<double>(value(v + j));
+  }
+  float at(int64_t v, int) { return value(v); }
+};
+
+template <class Value>
+double scalar_mass(int64_t n, double* block_mass, Value value) {
+  ScalarValues<Value> source{value};
+  return blocked_mass<ScalarLanes>(source, n, block_mass);
+}
+
+bool f32_row_argmax__scalar(const float* row, int64_t n, int64_t* index) {
+  int64_t best = 0;
+  float best_value = row[0];
+  bool has_nan = std::isnan(best_value);
+  for (int64_t v = 1; v < n; ++v) {
+    const float x = row[v];
+    has_nan |= std::isnan(x);
+    if (x > best_value) {
+      best_value = x;
+      best = v;
+    }
+  }
+  *index = best;
+  return !has_nan;
+}
+
+bool f32_row_mass__scalar(const float* row, int64_t n, double* block_mass, double* mass) {
+  bool ok = true;
+  for (int64_t v = 0; v < n; ++v) {
+    const float x = row[v];
+    ok &= x >= 0.0f && x <= std::numeric_limits<float>::max();
+  }
+  if (!ok) return false;
+  *mass = scalar_mass(n, block_mass, [row](int64_t v) { return row[v]; });
+  return true;
+}
+
+void f32_residual_mass__scalar(const float* p, const float* q, float a, float b, int64_t n,
+                               double* block_mass, double* mass) {
+  *mass = scalar_mass(n, block_mass, [=](int64_t v) { return residual_value(p[v], q[v], a, b); });
+}
+
+}  // namespace
+
+const KernelTable& scalar_kernels() {
+  static const KernelTable table{"scalar", f32_row_argmax__scalar, f32_row_mass__scalar,
+                                 /*row_mass_pair=*/nullptr, f32_residual_mass__scalar};
+  return table;
+}
+
+}  // namespace spec_verify
