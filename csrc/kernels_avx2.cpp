@@ -43,8 +43,11 @@ SPEC_VERIFY_AVX2 float block_max(const float* row, int64_t begin, int64_t end, b
     const __m256i magnitude = _mm256_set1_epi32(0x7fffffff);
     __m256i high = _mm256_setzero_si256();  // max of |x|'s bits
     for (; v + 32 <= end; v += 32) {
-      const __m256 x0 = _mm256_loadu_ps(row + v), x1 = _mm256_loadu_ps(row + v + 8);
-      const __m256 x2 = _mm256_loadu_ps(row + v + 16), x3 = _mm256_loadu_ps(row + v + 24);
+      __m256 x0 = _mm256_loadu_ps(row + v), x1 = _mm256_loadu_ps(row + v + 8);
+      __m256 x2 = _mm256_loadu_ps(row + v + 16), x3 = _mm256_loadu_ps(row + v + 24);
+      // Each vector loaded once: without this GCC folds second loads into the ands, and
+      // the loop waits on the load ports.
+      asm("" : "+x"(x0), "+x"(x1), "+x"(x2), "+x"(x3));
       m0 = _mm256_max_ps(x0, m0);
       m1 = _mm256_max_ps(x1, m1);
       m2 = _mm256_max_ps(x2, m2);
@@ -106,6 +109,7 @@ SPEC_VERIFY_AVX2 bool f32_row_argmax__avx2(const float* row, int64_t n, int64_t*
 // may widen this way and still return the canonical bits; nothing outside the lanes sees a
 // scaled value. Values with the sign bit set must not reach it (-0.0 would become 2^129).
 struct ScaledLanes {
+  static constexpr int kBlocksAtOnce = 1;
   // The layout the integer widening gives: e0 holds lanes 0 2 4 6, o0 1 3 5 7, e1 8 10 12 14,
   // o1 9 11 13 15.
   __m256d e0, o0, e1, o1;
