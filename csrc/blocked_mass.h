@@ -3,6 +3,9 @@
 // only its lane arithmetic and a source of values.
 //
 //   Lanes: 16 float64 lanes in whatever registers the path has.
+//     kBlocksAtOnce  how many whole blocks the driver sums side by side (1 or more): each
+//                    block has its own lanes, so this only adds independent add chains
+//                    for a path whose loop would otherwise wait on add latency;
 //     clear()        sets every lane to +0.0;
 //     fold()         the block sum: l[j] += l[j+8] (j < 8), l[j] += l[j+4] (j < 4),
 //                    l[j] += l[j+2] (j < 2), then l[0] + l[1].
@@ -29,8 +32,25 @@ template <class Lanes, class Source>
 SPEC_VERIFY_INLINE void blocked_mass(Source& source, int64_t n, double* const* block_mass,
                                      double* mass) {
   constexpr int kRows = Source::kRows;
+  constexpr int kAtOnce = Lanes::kBlocksAtOnce;
   double total[kRows] = {};
-  for (int64_t b = 0, begin = 0; begin < n; ++b, begin += kMassBlock) {
+  int64_t b = 0, begin = 0;
+  // Whole blocks, kAtOnce at a time: the same sums, added to the totals in block order.
+  for (; kAtOnce > 1 && n - begin >= kAtOnce * kMassBlock; b += kAtOnce, begin += kAtOnce * kMassBlock) {
+    Lanes lanes[kAtOnce][kRows];
+    for (auto& block : lanes)
+      for (Lanes& l : block) l.clear();
+    for (int64_t g = 0; g < kMassBlock; g += kLanes)
+      for (int k = 0; k < kAtOnce; ++k) source.add16(begin + k * kMassBlock + g, lanes[k]);
+    for (int k = 0; k < kAtOnce; ++k) {
+      for (int r = 0; r < kRows; ++r) {
+        const double sum = lanes[k][r].fold();
+        block_mass[r][b + k] = sum;
+        total[r] += sum;
+      }
+    }
+  }
+  for (; begin < n; ++b, begin += kMassBlock) {
     const int64_t end = n - begin < kMassBlock ? n : begin + kMassBlock;
     const int64_t body_end = end - (end - begin) % kLanes;
     Lanes lanes[kRows];

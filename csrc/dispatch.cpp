@@ -16,7 +16,10 @@ struct Candidate {
 };
 
 std::vector<Candidate> candidates() {
-  return {{"neon", neon_kernels()}, {"avx2", avx2_kernels()}, {"scalar", &scalar_kernels()}};
+  return {{"neon", neon_kernels()},
+          {"avx512", avx512_kernels()},
+          {"avx2", avx2_kernels()},
+          {"scalar", &scalar_kernels()}};
 }
 
 const KernelTable& by_name(const std::string& name, const char* origin) {
@@ -35,7 +38,7 @@ const KernelTable& by_name(const std::string& name, const char* origin) {
     return *c.table;
   }
   throw std::invalid_argument(std::string(origin) + " = '" + name +
-                              "' is not a path; expected one of: neon, avx2, scalar");
+                              "' is not a path; expected one of: neon, avx512, avx2, scalar");
 }
 
 const KernelTable& environment_choice() {

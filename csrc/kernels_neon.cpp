@@ -69,6 +69,7 @@ bool f32_row_argmax__neon(const float* row, int64_t n, int64_t* index) {
 // lanes 2k and 2k+1. The fold l[j] += l[j+8], l[j] += l[j+4], l[j] += l[j+2], l[0] + l[1]
 // is acc[k] += acc[k+4], acc[k] += acc[k+2], acc[0] += acc[1], then its two lanes.
 struct NeonLanes {
+  static constexpr int kBlocksAtOnce = 1;
   float64x2_t acc[8];
   void clear() {
     for (float64x2_t& a : acc) a = vdupq_n_f64(0.0);

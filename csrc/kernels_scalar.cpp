@@ -11,6 +11,7 @@ namespace {
 
 // Note [Canonical mass order], lane by lane.
 struct ScalarLanes {
+  static constexpr int kBlocksAtOnce = 1;
   double l[kLanes];
   void clear() {
     for (double& x : l) x = 0.0;

@@ -63,10 +63,12 @@ struct KernelTable {
 
 // ---- instruction sets and their selection (dispatch.cpp) --------------------------------
 const KernelTable& scalar_kernels();
-const KernelTable* avx2_kernels();  // nullptr unless built for x86-64 and the CPU has AVX2
+const KernelTable* avx512_kernels();  // nullptr unless built for x86-64 and the CPU has AVX-512F
+const KernelTable* avx2_kernels();    // nullptr unless built for x86-64 and the CPU has AVX2
 const KernelTable* neon_kernels();  // nullptr unless built for aarch64
 
-// Names of the paths this build can run on this CPU, best first ("neon"/"avx2", "scalar").
+// Names of the paths this build can run on this CPU, best first ("neon", or "avx512" and/or
+// "avx2"; then "scalar").
 std::vector<std::string> available_isas();
 // The table in use: chosen once, from SPEC_VERIFY_ISA if set, else the best available.
 // Throws std::invalid_argument if SPEC_VERIFY_ISA names an unknown or unavailable path.

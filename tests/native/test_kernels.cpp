@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -305,6 +306,19 @@ int main(int argc, char** argv) {
   std::printf("paths:");
   for (const auto* kt : kts) std::printf(" %s", kt->name);
   std::printf("\n");
+  // Paths built for this architecture that this CPU cannot run are said, not silently left out.
+#if defined(__x86_64__)
+  const char* built[] = {"avx512", "avx2"};
+#elif defined(__aarch64__)
+  const char* built[] = {"neon"};
+#else
+  const char* built[] = {"scalar"};
+#endif
+  const std::vector<std::string> available = sv::available_isas();
+  for (const char* name : built) {
+    if (std::find(available.begin(), available.end(), name) == available.end())
+      std::printf("path %s: NOT TESTED here, this CPU cannot run it\n", name);
+  }
 
   Rng rng{20261129};
   std::vector<int64_t> sizes;

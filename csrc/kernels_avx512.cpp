@@ -1,0 +1,220 @@
+// x86-64 AVX-512 path: the scalar reference's results, bit for bit, 16 floats at a time.
+//
+// AVX-512F only (every AVX-512 CPU has it: Skylake-SP and later Xeons, Ice Lake, Zen 4/5);
+// the 16 lanes of Note [Canonical mass order] are two 8-wide float64 registers. As for AVX2,
+// only the kernels carry the target attribute and the detection below is baseline code.
+#include "spec_verify.h"
+
+#if defined(__x86_64__)
+
+#include "blocked_argmax.h"
+#include "blocked_mass.h"
+
+#include <immintrin.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+// GCC 12's avx512fintrin.h passes _mm512_undefined_epi32() as the unused source of the
+// masked builtins behind plain intrinsics; once inlined, -Wmaybe-uninitialized reports it.
+// Nothing reads that value.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// flatten: the shared drivers and the lane arithmetic are inlined into each kernel.
+#define SPEC_VERIFY_AVX512 __attribute__((target("avx512f")))
+#define SPEC_VERIFY_AVX512_KERNEL __attribute__((target("avx512f"), flatten))
+
+namespace spec_verify {
+namespace {
+
+// Largest value of row[begin, end); sets *nan if any value there is NaN. maxps drops a NaN
+// in its first operand, so NaNs are looked for apart: an unordered compare of two vectors
+// flags a lane where either holds a NaN, so one compare checks 32 values.
+SPEC_VERIFY_AVX512 float block_max(const float* row, int64_t begin, int64_t end, bool* nan) {
+  int64_t v = begin;
+  float best = -std::numeric_limits<float>::infinity();
+  if (end - v >= 64) {
+    __m512 m0 = _mm512_set1_ps(best), m1 = m0, m2 = m0, m3 = m0;
+    __mmask16 unordered = 0;
+    for (; v + 64 <= end; v += 64) {
+      __m512 x0 = _mm512_loadu_ps(row + v), x1 = _mm512_loadu_ps(row + v + 16);
+      __m512 x2 = _mm512_loadu_ps(row + v + 32), x3 = _mm512_loadu_ps(row + v + 48);
+      // Each vector loaded once: without this GCC folds second loads into the compares,
+      // and the loop waits on the load ports.
+      asm("" : "+v"(x0), "+v"(x1), "+v"(x2), "+v"(x3));
+      unordered |= _mm512_cmp_ps_mask(x0, x1, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(x2, x3, _CMP_UNORD_Q);
+      m0 = _mm512_max_ps(x0, m0);
+      m1 = _mm512_max_ps(x1, m1);
+      m2 = _mm512_max_ps(x2, m2);
+      m3 = _mm512_max_ps(x3, m3);
+    }
+    best = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3)));
+    *nan |= unordered != 0;
+  }
+  for (; v < end; ++v) {
+    const float x = row[v];
+    *nan |= std::isnan(x);
+    best = x > best ? x : best;
+  }
+  return best;
+}
+
+// First v in [begin, end) with row[v] == value; the caller knows one exists.
+SPEC_VERIFY_AVX512 int64_t first_equal(const float* row, int64_t begin, int64_t end, float value) {
+  int64_t v = begin;
+  const __m512 target = _mm512_set1_ps(value);
+  // 64 at a time until a group holds it; the 16-wide loop then finds it within the group.
+  for (; v + 64 <= end; v += 64) {
+    const __mmask16 e0 = _mm512_cmp_ps_mask(_mm512_loadu_ps(row + v), target, _CMP_EQ_OQ);
+    const __mmask16 e1 = _mm512_cmp_ps_mask(_mm512_loadu_ps(row + v + 16), target, _CMP_EQ_OQ);
+    const __mmask16 e2 = _mm512_cmp_ps_mask(_mm512_loadu_ps(row + v + 32), target, _CMP_EQ_OQ);
+    const __mmask16 e3 = _mm512_cmp_ps_mask(_mm512_loadu_ps(row + v + 48), target, _CMP_EQ_OQ);
+    if ((e0 | e1 | e2 | e3) != 0) break;
+  }
+  for (; v + 16 <= end; v += 16) {
+    const unsigned hits = _mm512_cmp_ps_mask(_mm512_loadu_ps(row + v), target, _CMP_EQ_OQ);
+    if (hits != 0) return v + __builtin_ctz(hits);
+  }
+  while (v < end && row[v] != value) ++v;
+  return v;
+}
+
+// Note [Blocked argmax] (blocked_argmax.h).
+SPEC_VERIFY_AVX512_KERNEL bool f32_row_argmax__avx512(const float* row, int64_t n, int64_t* index) {
+  return blocked_argmax(row, n, index, block_max, first_equal);
+}
+
+// Note [Canonical mass order] in two registers: lo holds lanes 0..7, hi lanes 8..15.
+// l[j] += l[j+8] is lo + hi; l[j] += l[j+4] adds its 256-bit halves, l[j] += l[j+2] their
+// 128-bit halves, and the block sum is l[0] + l[1]. Each row has only two add chains, so
+// the driver sums two blocks side by side.
+struct Avx512Lanes {
+  static constexpr int kBlocksAtOnce = 2;
+  __m512d lo, hi;
+  SPEC_VERIFY_AVX512 void clear() { lo = hi = _mm512_setzero_pd(); }
+  // Values v .. v+7 (x) and v+8 .. v+15 (y), widened exactly (vcvtps2pd).
+  SPEC_VERIFY_AVX512 void add(__m256 x, __m256 y) {
+    lo = _mm512_add_pd(lo, _mm512_cvtps_pd(x));
+    hi = _mm512_add_pd(hi, _mm512_cvtps_pd(y));
+  }
+  SPEC_VERIFY_AVX512 double fold() const {
+    const __m512d eight = _mm512_add_pd(lo, hi);
+    const __m256d four = _mm256_add_pd(_mm512_castpd512_pd256(eight), _mm512_extractf64x4_pd(eight, 1));
+    const __m128d two = _mm_add_pd(_mm256_castpd256_pd128(four), _mm256_extractf128_pd(four, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(two, _mm_unpackhi_pd(two, two)));
+  }
+};
+
+// Validation as on AVX2: as unsigned integers, the bits of every float in [+0.0, FLT_MAX]
+// lie below those of +inf (0x7f800000) and the bits of every other float (-0.0, negatives,
+// infinities, NaNs) at or above them. The row keeps the unsigned max of its bits; only
+// when that reaches +inf's bits is it checked value by value. The widening here is a
+// conversion, so -0.0 sums as the reference sums it and needs no second pass.
+constexpr uint32_t kInfBits = 0x7f800000u;
+
+struct RowValues {
+  static constexpr int kRows = 1;
+  const float* row;
+  __m512i high;  // unsigned max of the bits seen
+  bool tail_high;
+  SPEC_VERIFY_AVX512 void add16(int64_t v, Avx512Lanes* lanes) {
+    high = _mm512_max_epu32(high, _mm512_loadu_si512(row + v));
+    lanes[0].add(_mm256_loadu_ps(row + v), _mm256_loadu_ps(row + v + 8));
+  }
+  SPEC_VERIFY_AVX512 float at(int64_t v, int) {
+    tail_high |= std::bit_cast<uint32_t>(row[v]) >= kInfBits;
+    return row[v];
+  }
+  // True if some value seen was not in [+0.0, FLT_MAX].
+  SPEC_VERIFY_AVX512 bool flagged() const {
+    return tail_high || _mm512_cmpge_epu32_mask(high, _mm512_set1_epi32(static_cast<int>(kInfBits))) != 0;
+  }
+};
+
+bool all_valid(const float* row, int64_t n) {
+  for (int64_t v = 0; v < n; ++v) {
+    if (!(row[v] >= 0.0f && row[v] <= std::numeric_limits<float>::max())) return false;
+  }
+  return true;
+}
+
+SPEC_VERIFY_AVX512_KERNEL bool f32_row_mass__avx512(const float* row, int64_t n,
+                                                    double* block_mass, double* mass) {
+  RowValues values{row, _mm512_setzero_si512(), false};
+  const double total = blocked_mass<Avx512Lanes>(values, n, block_mass);
+  if (values.flagged() && !all_valid(row, n)) return false;
+  *mass = total;
+  return true;
+}
+
+// Both rows of a position side by side: more independent add chains.
+struct PairValues {
+  static constexpr int kRows = 2;
+  RowValues p, q;
+  SPEC_VERIFY_AVX512 void add16(int64_t v, Avx512Lanes* lanes) {
+    p.add16(v, &lanes[0]);
+    q.add16(v, &lanes[1]);
+  }
+  SPEC_VERIFY_AVX512 float at(int64_t v, int r) { return r == 0 ? p.at(v, 0) : q.at(v, 0); }
+};
+
+SPEC_VERIFY_AVX512_KERNEL bool f32_row_mass_pair__avx512(const float* p, const float* q, int64_t n,
+                                                         double* p_blocks, double* q_blocks,
+                                                         double* p_mass, double* q_mass) {
+  PairValues values{{p, _mm512_setzero_si512(), false}, {q, _mm512_setzero_si512(), false}};
+  double* const blocks[2] = {p_blocks, q_blocks};
+  double masses[2];
+  blocked_mass<Avx512Lanes>(values, n, blocks, masses);
+  if (values.p.flagged() || values.q.flagged()) return false;  // the caller goes row by row
+  *p_mass = masses[0];
+  *q_mass = masses[1];
+  return true;
+}
+
+// The clamp of residual_value() as an integer max with 0: a float's bits are a negative
+// int32 exactly when its sign is set, so -0.0 and every d < 0 become +0.0 and d > 0 stays
+// (d is never NaN: the rows are finite and residual_scales() keeps the products finite).
+struct ResidualValues {
+  static constexpr int kRows = 1;
+  const float* p;
+  const float* q;
+  __m256 va, vb;
+  float a, b;
+  SPEC_VERIFY_AVX512 __m256 eight(int64_t v) const {
+    const __m256 d = _mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(p + v), va),
+                                   _mm256_mul_ps(_mm256_loadu_ps(q + v), vb));
+    return _mm256_castsi256_ps(_mm256_max_epi32(_mm256_castps_si256(d), _mm256_setzero_si256()));
+  }
+  SPEC_VERIFY_AVX512 void add16(int64_t v, Avx512Lanes* lanes) const {
+    lanes[0].add(eight(v), eight(v + 8));
+  }
+  float at(int64_t v, int) const { return residual_value(p[v], q[v], a, b); }
+};
+
+SPEC_VERIFY_AVX512_KERNEL void f32_residual_mass__avx512(const float* p, const float* q, float a,
+                                                         float b, int64_t n, double* block_mass,
+                                                         double* mass) {
+  ResidualValues values{p, q, _mm256_set1_ps(a), _mm256_set1_ps(b), a, b};
+  *mass = blocked_mass<Avx512Lanes>(values, n, block_mass);
+}
+
+}  // namespace
+
+const KernelTable* avx512_kernels() {
+  static const KernelTable table{"avx512", f32_row_argmax__avx512, f32_row_mass__avx512,
+                                 f32_row_mass_pair__avx512, f32_residual_mass__avx512};
+  static const bool supported = __builtin_cpu_supports("avx512f");
+  return supported ? &table : nullptr;
+}
+
+}  // namespace spec_verify
+
+#else  // not x86-64
+
+namespace spec_verify {
+const KernelTable* avx512_kernels() { return nullptr; }
+}  // namespace spec_verify
+
+#endif
