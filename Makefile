@@ -16,7 +16,7 @@ build: setup
 	@$(STAGE) build $(PY) scripts/build.py
 
 demo: build
-	@$(STAGE) demo $(PY) scripts/demo.py
+	@$(STAGE) demo $(PY) examples/demo.py
 
 pytest: build
 	@$(STAGE) pytest $(PY) -m pytest -q tests

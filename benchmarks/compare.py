@@ -179,7 +179,7 @@ def accept_rows_read(n: int, k: int) -> int:
 
 
 def analytic_law(target: torch.Tensor, draft: torch.Tensor) -> torch.Tensor:
-    """P(N = n), n = 0..K, for tokens drawn from the draft rows (DESIGN.md, analytic law)."""
+    """P(N = n), n = 0..K, for tokens drawn from the draft rows (DESIGN.md, "The analytic law")."""
     k = draft.shape[0]
     p = target[:k].double()
     q = draft.double()

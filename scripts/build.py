@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NAME = "spec-verify"
 PY_NAME = "spec_verify"
 # Kernel files: no torch headers, and no contraction of a*b+c into an FMA, so every path
-# rounds the same operations (DESIGN.md, numerics contract).
+# rounds the same operations (DESIGN.md, "The numerics contract").
 KERNEL_FLAGS = ["-O3", "-std=c++20", "-fPIC", "-fno-gnu-unique", "-ffp-contract=off", "-Wall", "-Wextra"]
 BINDING_FLAGS = ["-O2", "-std=c++20", "-fPIC", "-fno-gnu-unique", "-ffp-contract=off",
                  "-DCPU_KERNEL", "-DPy_LIMITED_API=0x03090000", "-D_GLIBCXX_USE_CXX11_ABI=1"]

@@ -1,5 +1,5 @@
-"""Every malformed input of DESIGN.md's list: the exception type, a message that names the
-problem, and nothing mutated (inputs and the generator are as they were)."""
+"""Every malformed input of DESIGN.md's "Bad input" list: the exception type, a message
+that names the problem, and nothing mutated (inputs and the generator are as they were)."""
 from __future__ import annotations
 
 import pytest

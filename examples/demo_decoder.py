@@ -7,7 +7,7 @@ bytes, the draft only the last 3 (the same counts, cut short), so the draft gues
 easy continuations (the rest of an identifier, indentation) and misses the rest. Both are smoothed by interpolating
 every shorter context down to the uniform row, so no byte ever has probability 0.
 
-    run(sv)   what scripts/demo.py calls; standalone: .venv/bin/python scripts/demo_decoder.py
+    run(sv)   what examples/demo.py calls; standalone: .venv/bin/python examples/demo_decoder.py
 """
 from __future__ import annotations
 

@@ -95,7 +95,7 @@ def main() -> None:
         o, r = statistics.median(ops), statistics.median(refs)
         print(f" {name:<42} {o:>10.1f}us {r:>11.1f}us {r / o:>6.1f}x")
 
-    import demo_decoder  # scripts/, beside this file: the decoder on a real model pair
+    import demo_decoder  # examples/, beside this file: the decoder on a real model pair
     demo_decoder.run(sv)
 
 

@@ -3,7 +3,7 @@
 imperfect draft; the histogram of accepted lengths grows frame by frame and settles on the
 analytic law's bars, and the running mean closes in on the analytic mean.
 
-    .venv/bin/python scripts/make_hero.py [--out media/hero.gif] [--png-dir /tmp/hero]
+    .venv/bin/python examples/make_hero.py [--out media/hero.gif] [--png-dir /tmp/hero]
 
 --png-dir also writes a few frames as PNG, to look at them. Needs matplotlib and pillow
 (dev dependencies, requirements.txt) and the local build (`make build`).
