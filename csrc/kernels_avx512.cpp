@@ -180,15 +180,13 @@ struct ResidualValues {
   static constexpr int kRows = 1;
   const float* p;
   const float* q;
-  __m256 va, vb;
+  __m512 va, vb;
   float a, b;
-  SPEC_VERIFY_AVX512 __m256 eight(int64_t v) const {
-    const __m256 d = _mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(p + v), va),
-                                   _mm256_mul_ps(_mm256_loadu_ps(q + v), vb));
-    return _mm256_castsi256_ps(_mm256_max_epi32(_mm256_castps_si256(d), _mm256_setzero_si256()));
-  }
   SPEC_VERIFY_AVX512 void add16(int64_t v, Avx512Lanes* lanes) const {
-    lanes[0].add(eight(v), eight(v + 8));
+    const __m512 d = _mm512_sub_ps(_mm512_mul_ps(_mm512_loadu_ps(p + v), va),
+                                   _mm512_mul_ps(_mm512_loadu_ps(q + v), vb));
+    const __m512d r = _mm512_castsi512_pd(_mm512_max_epi32(_mm512_castps_si512(d), _mm512_setzero_si512()));
+    lanes[0].add(_mm256_castpd_ps(_mm512_castpd512_pd256(r)), _mm256_castpd_ps(_mm512_extractf64x4_pd(r, 1)));
   }
   float at(int64_t v, int) const { return residual_value(p[v], q[v], a, b); }
 };
@@ -196,7 +194,7 @@ struct ResidualValues {
 SPEC_VERIFY_AVX512_KERNEL void f32_residual_mass__avx512(const float* p, const float* q, float a,
                                                          float b, int64_t n, double* block_mass,
                                                          double* mass) {
-  ResidualValues values{p, q, _mm256_set1_ps(a), _mm256_set1_ps(b), a, b};
+  ResidualValues values{p, q, _mm512_set1_ps(a), _mm512_set1_ps(b), a, b};
   *mass = blocked_mass<Avx512Lanes>(values, n, block_mass);
 }
 
