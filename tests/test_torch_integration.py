@@ -17,7 +17,7 @@ def test_opcheck_every_op(sv):
     torch.library.opcheck(sv.ops.verify_greedy, (p, t))
     torch.library.opcheck(sv.ops.accept_with_uniforms, (p, q, t, u))
     torch.library.opcheck(sv.ops.accept, (p, q, t, None))
-    torch.library.opcheck(sv.ops.row_masses, (p,))
+    torch.library.opcheck(sv.ops._row_masses, (p,))
 
 
 def test_compile_fullgraph(sv):

@@ -134,7 +134,7 @@ def available_isas() -> list:
 
 def _force_isa(name: str) -> None:
     """Switch path for this process ("" restores the default). For tests and benchmarks."""
-    ops.force_isa(name)
+    ops._force_isa(name)
 
 
 @torch.library.register_fake(add_op_namespace_prefix("verify_greedy"))
@@ -155,6 +155,6 @@ def _accept_with_uniforms_fake(target_probs, draft_probs, draft_tokens, uniforms
     return ctx.new_dynamic_size(), ctx.new_dynamic_size()
 
 
-@torch.library.register_fake(add_op_namespace_prefix("row_masses"))
+@torch.library.register_fake(add_op_namespace_prefix("_row_masses"))
 def _row_masses_fake(rows):
     return rows.new_empty((rows.shape[0],), dtype=torch.float64)
