@@ -22,6 +22,8 @@ from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 
+from ._api import accept, verify_greedy
+
 DraftStep = Callable[[List[int], int], Tuple[torch.Tensor, Optional[torch.Tensor]]]
 TargetStep = Callable[[List[int], torch.Tensor], torch.Tensor]
 StopTokens = Union[None, int, Iterable[int]]
@@ -255,9 +257,6 @@ class SpeculativeDecoder:
         if not isinstance(max_new, int) or isinstance(max_new, bool) or max_new < 0:
             raise ValueError(f"max_new must be an int >= 0, got {max_new!r}")
         stop = _stop_set(eos_token_id)
-        from . import accept, verify_greedy  # the package imports this module first
-
-        self._ops = (verify_greedy, accept)
         self.stats = stats = DecodeStats(self.k)
         if max_new == 0:
             stats.stop_reason = "max_new"
@@ -305,7 +304,6 @@ class SpeculativeDecoder:
     def _verify(self, target_probs: torch.Tensor, draft_probs: Optional[torch.Tensor],
                 tokens: torch.Tensor) -> Tuple[int, int]:
         """One round's decision: (n_accepted, next_token). The single place the ops are called."""
-        verify_greedy, accept = self._ops
         if self.greedy:
             return verify_greedy(target_probs, tokens)
         return accept(target_probs, draft_probs, tokens, self.generator)
