@@ -3,7 +3,7 @@
 verify_greedy       temperature 0: the accepted prefix and the target's argmax after it.
 accept              speculative (rejection) sampling; the emitted tokens have the target's law.
 accept_with_uniforms  accept with its uniforms given (a pure function).
-SpeculativeDecoder  the draft/verify loop over user callbacks.
+SpeculativeDecoder  the draft/verify loop over user callbacks; DecodeStats its statistics.
 isa, available_isas the instruction-set path in use, and those this CPU can run.
 
 Rows are float32 [*, V] tensors on the CPU, one row per position; they need not be
@@ -13,13 +13,14 @@ are internal.
 """
 from ._api import _force_isa, accept, accept_with_uniforms, available_isas, isa, verify_greedy  # noqa: F401
 from ._ops import ops  # noqa: F401
-from .decoder import SpeculativeDecoder
+from .decoder import DecodeStats, SpeculativeDecoder
 
 __all__ = [
     "verify_greedy",
     "accept",
     "accept_with_uniforms",
     "SpeculativeDecoder",
+    "DecodeStats",
     "isa",
     "available_isas",
 ]
