@@ -41,6 +41,7 @@ def cases(seed: int, count: int):
         yield target, tokens
 
 
+@pytest.mark.slow
 def test_matches_argmax_reference(sv, isa):
     outcomes = set()
     for target, tokens in cases(seed=3, count=3000):

@@ -102,6 +102,7 @@ def run_with_isa(value: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], cwd=HERE, env=env, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow  # one subprocess per path, each importing torch
 def test_environment_variable_forces_a_path(sv):
     for isa in sv.available_isas():
         out = run_with_isa(isa)

@@ -21,6 +21,8 @@ import torch
 from law import g_test
 from toy_models import ToyLM, sequence_law
 
+pytestmark = pytest.mark.slow  # 12000 generations per case: about 14 s in all
+
 GENERATIONS = 12_000
 MAX_NEW = 4
 P_MIN = 1e-8
