@@ -21,6 +21,12 @@ demo: build
 pytest: build
 	@$(STAGE) pytest $(PY) -m pytest -q tests
 
+# The development tier: every test but those marked slow (tests/conftest.py), in seconds.
+# `make test`, `make pytest` and CI still run everything.
+.PHONY: test-fast
+test-fast: build
+	@$(STAGE) test-fast $(PY) -m pytest -q -m "not slow" tests
+
 # The core's own tests: every path bit for bit, natively and under aarch64 emulation.
 native:
 	@$(STAGE) native scripts/native_tests.sh

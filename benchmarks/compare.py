@@ -343,11 +343,13 @@ def fixed_cost_case(sv, paths, seed):
         "op isa() (dispatch only)": (ops.isa, (), None),
     }
     # The wrapper's private helpers, timed alone; skipped if the wrapper no longer has them.
-    if hasattr(sv, "_tokens"):
-        parts["wrapper _tokens"] = (sv._tokens, (tok,), None)
-    if hasattr(sv, "_on_cpu"):
-        parts["wrapper _on_cpu (3 tensors)"] = (
-            lambda a, b, c: sv._on_cpu("accept", target_probs=a, draft_probs=b, draft_tokens=c),
+    api = getattr(sv, "_api", None)
+    if hasattr(api, "_token_tensor"):
+        parts["wrapper _token_tensor (list)"] = (
+            lambda x: api._token_tensor(x, "draft_tokens"), (tok.tolist(),), None)
+    if hasattr(api, "_check_on_cpu"):
+        parts["wrapper _check_on_cpu (3 tensors)"] = (
+            lambda a, b, c: api._check_on_cpu("accept", target_probs=a, draft_probs=b, draft_tokens=c),
             (t, d, tok), None)
     cols.update({name: Column(name, fn, [a], prepare=prep) for name, (fn, a, prep) in parts.items()})
     return cols

@@ -24,6 +24,14 @@ def sv():
     return load_kernel()
 
 
+def pytest_configure(config):
+    # The development tier: `make test-fast` runs `pytest -m "not slow"`. `make test`,
+    # `make pytest` and CI run every test, slow ones included.
+    config.addinivalue_line(
+        "markers", "slow: a long test (a statistical test over many rounds, or over a second for "
+        "another reason); deselected by `make test-fast`")
+
+
 def pytest_generate_tests(metafunc):
     # Tests that take `isa` run once per instruction-set path this machine can run.
     if "isa" in metafunc.fixturenames:

@@ -1,6 +1,10 @@
 """SpeculativeDecoder over small prefix-dependent toy models (tests/toy_models.py)."""
 from __future__ import annotations
 
+import dataclasses
+import random
+
+import numpy as np
 import pytest
 import torch
 
@@ -57,10 +61,31 @@ def test_bad_callback_output(sv):
 
 def test_constructor_checks(sv):
     target, draft = pair()
-    with pytest.raises(ValueError, match="k must be an int >= 0"):
-        sv.SpeculativeDecoder(draft.greedy_draft, target.target_rows, k=-1)
-    with pytest.raises(TypeError, match="callables"):
-        sv.SpeculativeDecoder(None, target.target_rows)
+    d, t = draft.greedy_draft, target.target_rows
+    cases = [  # (keyword arguments, exception, message)
+        (dict(k=-1), ValueError, r"k must be an int in \[0, 1024\], got -1"),
+        (dict(k=sv.SpeculativeDecoder.MAX_K + 1), ValueError, r"k must be an int in \[0, 1024\], got 1025"),
+        (dict(k="4"), TypeError, "k must be an int, got str"),
+        (dict(k=4.0), TypeError, "k must be an int, got float"),
+        (dict(k=True), TypeError, "k must be an int, got bool"),
+        (dict(k=torch.tensor([4])), TypeError, r"k must be an int, got a torch.int64 tensor of shape \[1\]"),
+        (dict(greedy="yes"), TypeError, "greedy must be a bool, got str"),
+        (dict(generator=123), TypeError, "generator must be a torch.Generator or None, got int"),
+        (dict(verifier=3), TypeError, "verifier must be callable or None, got int"),
+    ]
+    for kwargs, exc, msg in cases:
+        with pytest.raises(exc, match=msg):
+            sv.SpeculativeDecoder(d, t, **kwargs)
+    with pytest.raises(TypeError, match="draft_step must be callable, got NoneType"):
+        sv.SpeculativeDecoder(None, t)
+    with pytest.raises(TypeError, match="target_step must be callable, got int"):
+        sv.SpeculativeDecoder(d, 3)
+    # Integers of other kinds are ints: NumPy scalars, 0-d integer tensors.
+    for k in (np.int64(3), np.uint8(3), torch.tensor(3), torch.tensor(3, dtype=torch.uint64)):
+        dec = sv.SpeculativeDecoder(d, t, k=k)
+        assert type(dec.k) is int and dec.k == 3
+        assert dec.generate([1], max_new=9) == target.greedy_decode([1], 9)
+    assert sv.SpeculativeDecoder(d, t, k=sv.SpeculativeDecoder.MAX_K).k == 1024
 
 
 # Stop tokens, streaming, K shrinking, the callback contract, statistics ------------------
@@ -203,11 +228,82 @@ def test_statistics_are_consistent(sv):
     assert min(s.draft_ns, s.target_ns, s.verify_ns) > 0
     assert 0 < s.acceptance_rate < 1 and s.stop_reason == "max_new"
     d = s.as_dict()
-    assert d["rounds"] == s.rounds and "acceptance_by_position" in d
+    fields = [f.name for f in dataclasses.fields(s)]
+    properties = [name for name, attr in vars(sv.DecodeStats).items()
+                  if isinstance(attr, property) and not name.startswith("_")]
+    assert "acceptance_by_position" in properties and "k" in fields
+    assert sorted(d) == sorted(fields + properties)
+    for name, value in d.items():
+        assert value == getattr(s, name) or (value != value and getattr(s, name) != getattr(s, name)), name
     assert "tokens per target call" in s.summary()
     # A new generation starts new statistics.
     dec.generate([1], max_new=3)
     assert dec.stats.new_tokens == 3
+
+
+def recount(k, records):
+    """The statistics recounted from every round's (proposed, accepted), by their definitions."""
+    positions = range(k)
+    return {
+        "rounds": len(records),
+        "draft_calls": sum(1 for j, _ in records if j > 0),
+        "proposed": sum(j for j, _ in records),
+        "accepted": sum(n for _, n in records),
+        "proposed_length_counts": [sum(1 for j, _ in records if j == m) for m in range(k + 1)],
+        "accepted_length_counts": [sum(1 for _, n in records if n == m) for m in range(k + 1)],
+        "decided_by_position": [sum(1 for j, n in records if j > i and n >= i) for i in positions],
+        "accepted_by_position": [sum(1 for _, n in records if n > i) for i in positions],
+    }
+
+
+def random_verifier(records, seed):
+    """Accepts a random number of the proposed tokens (all of them a third of the time),
+    records (proposed, accepted), emits token 0."""
+    rng = random.Random(seed)
+
+    def verifier(target_rows, draft_probs, tokens, generator):
+        j = tokens.numel()
+        n = j if rng.random() < 1 / 3 else rng.randint(0, j)
+        records.append((j, n))
+        return n, 0
+    return verifier
+
+
+@pytest.mark.parametrize("k,max_new", [(1, 200), (5, 300), (5, 7), (17, 500), (1000, 30000)])
+def test_statistics_against_a_recount(sv, k, max_new):
+    every = []
+    for seed in range(6):
+        records = []
+        dec = sv.SpeculativeDecoder(lambda prefix, j: ([1] * j, None),
+                                    lambda prefix, t: torch.ones(len(t) + 1, 2),
+                                    k=k, verifier=random_verifier(records, seed=seed))
+        out = dec.generate([1], max_new=max_new)
+        s = dec.stats
+        assert len(out) == 1 + max_new == 1 + s.new_tokens
+        want = recount(k, records)
+        assert {name: getattr(s, name) for name in want} == want
+        assert s.full_acceptance_counts == [sum(1 for j, n in records if j == n == m) for m in range(k + 1)]
+        assert s.acceptance_by_position[0] == want["accepted_by_position"][0] / want["decided_by_position"][0]
+        every += records
+    # The cases cover what the counters tell apart: rounds accepting all and some of their
+    # proposals, and (k > 1) rounds shortened near max_new.
+    assert any(n == j for j, n in every) and any(n < j for j, n in every)
+    assert any(0 < j < k for j, _ in every) or k == 1
+
+
+@pytest.mark.parametrize("k", [0, 1, 1000, 1024])
+def test_statistics_memory_is_linear_in_k(sv, k):
+    dec = sv.SpeculativeDecoder(lambda prefix, j: ([1] * j, None), lambda prefix, t: torch.ones(len(t) + 1, 2),
+                                k=k, verifier=random_verifier([], seed=0))
+    for s in (dec.stats, sv.DecodeStats(k)):
+        lists = [v for v in vars(s).values() if isinstance(v, (list, tuple, dict, set))]
+        assert sum(len(v) for v in lists) <= 3 * (k + 1)
+        assert all(type(x) is int for v in lists for x in v)  # flat lists of counts, no tables
+    dec.generate([1], max_new=3 * k + 5)
+    s = dec.stats
+    assert sum(len(v) for v in vars(s).values() if isinstance(v, list)) <= 3 * (k + 1)
+    assert len(s.decided_by_position) == len(s.accepted_by_position) == k
+    assert f"at K = {k}" in s.summary()
 
 
 def test_acceptance_by_position_estimates_the_analytic_rates(sv):
@@ -239,15 +335,32 @@ def test_bad_callback_output_names_the_callback(sv):
     good_tokens = lambda k: torch.zeros(k, dtype=torch.int64)
     rows = lambda prefix, proposed: target.target_rows(prefix, proposed)
     q = lambda k: torch.full((k, 10), 0.1)
+    u64 = lambda values: torch.tensor(values, dtype=torch.uint64)
     cases = [
         # (draft_step, target_step, greedy, exception, message)
         (lambda p, k: good_tokens(k), rows, True, TypeError, "draft_step must return a pair"),
         (lambda p, k: (good_tokens(k), None, None), rows, True, TypeError, "draft_step must return a pair"),
-        (lambda p, k: (torch.zeros(k), None), rows, True, TypeError, "draft_step returned tokens of dtype torch.float32"),
+        (lambda p, k: (torch.zeros(k), None), rows, True, TypeError,
+         "draft_step's tokens must have an integer dtype, got torch.float32"),
+        (lambda p, k: (torch.zeros(k, dtype=torch.bool), None), rows, True, TypeError,
+         "draft_step's tokens must have an integer dtype, got torch.bool"),
+        (lambda p, k: ([True] * k, None), rows, True, TypeError, r"draft_step's tokens\[0\] must be an int, got bool"),
+        (lambda p, k: ([0, 1.0, 2][:k], None), rows, True, TypeError, r"draft_step's tokens\[1\] must be an int, got float"),
         (lambda p, k: (torch.zeros(1, k, dtype=torch.int64), None), rows, True, ValueError,
-         r"draft_step returned tokens of shape \[1, 3\]"),
-        (lambda p, k: ("abc", None), rows, True, TypeError, "draft_step returned tokens as a str"),
+         r"draft_step's tokens must be 1-D, k = 3 ids, got shape \[1, 3\]"),
+        (lambda p, k: ("abc", None), rows, True, TypeError,
+         "draft_step's tokens must be a 1-D integer tensor or a list of ints, got str"),
         (lambda p, k: (good_tokens(k - 1), None), rows, True, ValueError, "draft_step returned 2 tokens, expected k = 3"),
+        (lambda p, k: (good_tokens(k).to("meta"), None), rows, True, ValueError,
+         "draft_step's tokens must be on the CPU, got a tensor on meta"),
+        # Values beyond int64 are reported as they are, not wrapped or overflowed.
+        (lambda p, k: (u64([0, 2**64 - 1, 0][:k]), None), rows, True, ValueError,
+         r"draft_step's tokens\[1\] = 18446744073709551615 is outside the range of token ids"),
+        (lambda p, k: (u64([0, 0, 2**63][:k]), None), rows, True, ValueError,
+         r"draft_step's tokens\[2\] = 9223372036854775808 is outside"),
+        (lambda p, k: ([0, 2**64, 0][:k], None), rows, True, ValueError, r"draft_step's tokens\[1\] = 18446744073709551616 is outside"),
+        (lambda p, k: ([-2**63 - 1, 0, 0][:k], None), rows, True, ValueError,
+         r"draft_step's tokens\[0\] = -9223372036854775809 is outside"),
         (lambda p, k: ([0] * k, None), lambda p, t: None, True, TypeError, "target_step returned a NoneType"),
         (lambda p, k: ([0] * k, None), lambda p, t: rows(p, t).double(), True, TypeError,
          "target_step returned rows of dtype torch.float64"),
@@ -255,17 +368,27 @@ def test_bad_callback_output_names_the_callback(sv):
          r"target_step returned rows of shape \[3, 10\], expected \[k\+1, V\] = \[4, V\]"),
         (lambda p, k: ([0] * k, None), lambda p, t: rows(p, t)[None], True, ValueError,
          r"target_step returned rows of shape \[1, 4, 10\]"),
+        (lambda p, k: ([0] * k, None), lambda p, t: rows(p, t).to("meta"), True, ValueError,
+         "target_step returned rows on meta, expected a tensor on the CPU"),
+        # Contents only the op sees: the op's error, attributed to the callback.
         (lambda p, k: ([0, 99, 0][:k], None), lambda p, t: rows(p, torch.zeros_like(t)), True, ValueError,
-         "rejected draft_step's tokens"),
+         r"the verification op rejected draft_step's tokens: spec_verify.verify_greedy: draft_tokens\[1\] = 99"),
+        (lambda p, k: (u64([0, 10, 0][:k]), None), lambda p, t: rows(p, torch.zeros_like(t)), True, ValueError,
+         r"rejected draft_step's tokens: .*draft_tokens\[1\] = 10 is outside the vocabulary \[0, 10\)"),
         (lambda p, k: ([0] * k, None), lambda p, t: rows(p, t) * float("nan"), True, ValueError,
-         "rejected target_step's rows"),
+         r"the verification op rejected target_step's rows: spec_verify.verify_greedy: target_probs\[0, 0\] = nan"),
         (lambda p, k: (good_tokens(k), q(k).double()), rows, False, TypeError,
          "draft_step returned probs of dtype torch.float64"),
         (lambda p, k: (good_tokens(k), q(k + 1)), rows, False, ValueError, r"draft_step returned probs of shape \[4, 10\]"),
         (lambda p, k: (good_tokens(k), [[0.1] * 10] * k), rows, False, TypeError, "draft_step returned probs as a list"),
         (lambda p, k: (good_tokens(k), torch.full((k, 9), 0.1)), rows, False, ValueError,
          "draft_step returned probs with V = 9 columns but target_step returned rows with V = 10"),
-        (lambda p, k: (good_tokens(k), -q(k)), rows, False, ValueError, "rejected draft_step's probs"),
+        (lambda p, k: (good_tokens(k), q(k).to("meta")), rows, False, ValueError,
+         "draft_step returned probs on meta, expected a tensor on the CPU"),
+        (lambda p, k: (good_tokens(k), -q(k)), rows, False, ValueError,
+         r"the verification op rejected draft_step's probs: spec_verify.accept: draft_probs\[0, 0\]"),
+        (lambda p, k: (good_tokens(k), q(k)), lambda p, t: rows(p, t) * 0, False, ValueError,
+         r"the verification op rejected target_step's rows: spec_verify.accept: target_probs\[0\] has zero mass"),
     ]
     for d, t, greedy, exc, msg in cases:
         dec = sv.SpeculativeDecoder(d, t, k=3, greedy=greedy)
@@ -273,19 +396,89 @@ def test_bad_callback_output_names_the_callback(sv):
             dec.generate([1], max_new=10)
 
 
+def test_target_step_gets_int64_contiguous_tokens(sv):
+    # Whatever integer form draft_step returns its tokens in, target_step sees an int64 [k]
+    # contiguous CPU tensor with the same values.
+    target, draft = pair(vocab=10)
+    wanted = [3, 1, 4]
+    forms = [
+        torch.tensor(wanted, dtype=torch.int32),
+        torch.tensor(wanted, dtype=torch.uint8),
+        torch.tensor(wanted, dtype=torch.uint64),
+        torch.tensor([[3, 0], [1, 0], [4, 0]])[:, 0],  # a strided view
+        wanted,
+        tuple(wanted),
+        [np.int64(3), np.uint16(1), torch.tensor(4)],
+        np.array(wanted, dtype=np.int32),
+    ]
+    for form in forms:
+        seen = []
+
+        def target_step(prefix, proposed):
+            seen.append(proposed)
+            return target.target_rows(prefix, proposed)
+
+        dec = sv.SpeculativeDecoder(lambda p, k: (form[:k], None), target_step, k=3)
+        dec.generate([1], max_new=4)  # one round of k = 3 (at least)
+        proposed = seen[0]
+        assert type(proposed) is torch.Tensor and proposed.dtype == torch.int64, form
+        assert proposed.is_contiguous() and proposed.device.type == "cpu" and proposed.shape == (3,)
+        assert proposed.tolist() == wanted
+
+
 def test_argument_checks(sv):
     target, draft = pair()
     dec = sv.SpeculativeDecoder(draft.greedy_draft, target.target_rows, k=2)
-    with pytest.raises(ValueError, match="max_new must be an int >= 0"):
-        dec.generate([1], max_new=-1)
-    with pytest.raises(ValueError, match="max_new must be an int >= 0"):
-        dec.stream([1], max_new=2.0)  # raised at the call, not at the first next()
-    with pytest.raises(TypeError, match="eos_token_id must be"):
-        dec.generate([1], max_new=3, eos_token_id="2")
-    with pytest.raises(TypeError, match="prompt_ids must"):
-        dec.generate([1.0], max_new=3)
-    # A tokenizer's [1, L] batch of one is a prompt too.
-    assert dec.generate(torch.tensor([[3, 4]]), max_new=5) == target.greedy_decode([3, 4], 5)
+    cases = [  # (generate's keyword arguments, exception, message)
+        (dict(max_new=-1), ValueError, r"max_new must be an int in \[0, inf\], got -1"),
+        (dict(max_new=2.0), TypeError, "max_new must be an int, got float"),
+        (dict(max_new=True), TypeError, "max_new must be an int, got bool"),
+        (dict(max_new="3"), TypeError, "max_new must be an int, got str"),
+        (dict(eos_token_id="2"), TypeError, "eos_token_id must be an int, an iterable of ints or None, got str"),
+        (dict(eos_token_id=2.0), TypeError, "eos_token_id must be an int, an iterable of ints or None, got float"),
+        (dict(eos_token_id=True), TypeError, "eos_token_id must be an int, got bool"),
+        (dict(eos_token_id=[3, False]), TypeError, r"eos_token_id\[1\] must be an int, got bool"),
+        (dict(eos_token_id=torch.tensor(3.0)), TypeError, "eos_token_id must have an integer dtype, got torch.float32"),
+        (dict(eos_token_id=torch.tensor([[3]])), ValueError, r"eos_token_id must be an int or a 1-D sequence of ints, got shape \[1, 1\]"),
+        (dict(eos_token_id=-1), ValueError, r"eos_token_id\[0\] = -1 is negative"),
+        (dict(eos_token_id=torch.tensor(3).to("meta")), ValueError, "eos_token_id must hold values"),
+        (dict(prompt_ids=None), TypeError, "prompt_ids must be a sequence of ints or a 1-D integer tensor, got NoneType"),
+        (dict(prompt_ids=7), TypeError, "prompt_ids must be a sequence of ints or a 1-D integer tensor, got int"),
+        (dict(prompt_ids="abc"), TypeError, "prompt_ids must be a sequence of ints or a 1-D integer tensor, got str"),
+        (dict(prompt_ids=[1.0]), TypeError, r"prompt_ids\[0\] must be an int, got float"),
+        (dict(prompt_ids=[1, True]), TypeError, r"prompt_ids\[1\] must be an int, got bool"),
+        (dict(prompt_ids=[2**64]), ValueError, r"prompt_ids\[0\] = 18446744073709551616 is outside"),
+        (dict(prompt_ids=[4, -2]), ValueError, r"prompt_ids\[1\] = -2 is negative"),
+        (dict(prompt_ids=torch.tensor([1.0])), TypeError, "prompt_ids must have an integer dtype, got torch.float32"),
+        (dict(prompt_ids=torch.tensor([True])), TypeError, "prompt_ids must have an integer dtype, got torch.bool"),
+        (dict(prompt_ids=torch.tensor([[1, 2], [3, 4]])), ValueError, r"prompt_ids must be 1-D \(or \[1, L\]\), got shape \[2, 2\]"),
+        (dict(prompt_ids=torch.tensor([2**64 - 1], dtype=torch.uint64)), ValueError,
+         r"prompt_ids\[0\] = 18446744073709551615 is outside"),
+        (dict(prompt_ids=np.array([1.5])), TypeError, "prompt_ids must have an integer dtype, got torch.float64"),
+        (dict(on_tokens=3), TypeError, "on_tokens must be callable or None, got int"),
+    ]
+    for kwargs, exc, msg in cases:
+        kwargs = dict(dict(prompt_ids=[1], max_new=3), **kwargs)
+        with pytest.raises(exc, match=msg):
+            dec.generate(**kwargs)
+        on_tokens = kwargs.pop("on_tokens", None)
+        if on_tokens is None:  # stream checks its arguments at the call, not at the first next()
+            with pytest.raises(exc, match=msg):
+                dec.stream(**kwargs)
+    # Integers of other kinds: NumPy scalars and arrays, 0-d integer tensors, any integer dtype.
+    want = target.greedy_decode([3, 4], 5)
+    for prompt in ([3, 4], (3, 4), torch.tensor([[3, 4]]), torch.tensor([3, 4], dtype=torch.uint8),
+                   torch.tensor([3, 4], dtype=torch.uint64), np.array([3, 4]), np.array([[3, 4]], dtype=np.uint32),
+                   [np.int64(3), torch.tensor(4)], range(3, 5)):
+        for max_new in (5, np.int32(5), torch.tensor(5)):
+            assert dec.generate(prompt, max_new=max_new) == want, (prompt, max_new)
+    free = target.greedy_decode([3, 4], 30)
+    stop = free[10]
+    cut = truncate_at(free, 2, {stop})
+    for eos in (stop, np.int64(stop), torch.tensor(stop), torch.tensor([stop]), np.array([stop, 9999]),
+                [np.int16(stop)], (torch.tensor(stop, dtype=torch.uint64),), {stop}):
+        assert dec.generate([3, 4], max_new=30, eos_token_id=eos) == cut, eos
+    assert dec.generate([3, 4], max_new=30, eos_token_id=[]) == free
 
 
 def test_kernel_package_imports_only_stdlib_torch_and_itself(sv):
@@ -304,3 +497,97 @@ def test_kernel_package_imports_only_stdlib_torch_and_itself(sv):
                 continue
             for name in names:
                 assert name.split(".")[0] in allowed, f"{path.name} imports {name}"
+
+
+# The verifier hook ------------------------------------------------------------------------
+
+def test_default_verifiers_are_the_ops(sv):
+    # verifier=None means verify_greedy (greedy=True) or accept (greedy=False): passing
+    # them explicitly gives the same output from the same seeds.
+    target, draft = pair(noise=1.0)
+    greedy_op = lambda rows, probs, tokens, generator: sv.verify_greedy(rows, tokens)  # noqa: E731
+    for greedy, explicit in ((True, greedy_op), (False, sv.accept)):
+        outs = []
+        for verifier in (None, explicit):
+            g = torch.Generator().manual_seed(8)
+            step = draft.greedy_draft if greedy else draft.sampling_draft(g)
+            dec = sv.SpeculativeDecoder(step, target.target_rows, k=3, greedy=greedy, generator=g,
+                                        verifier=verifier)
+            outs.append(dec.generate([2], max_new=60))
+        assert outs[0] == outs[1]
+    assert sv.SpeculativeDecoder(draft.greedy_draft, target.target_rows, greedy=False).verifier is sv.accept
+
+
+def test_verifier_receives_the_round(sv):
+    target, draft = pair(vocab=12, noise=1.0)
+    g = torch.Generator().manual_seed(1)
+    for greedy in (True, False):
+        calls = []
+
+        def verifier(rows, probs, tokens, generator):
+            calls.append((rows, probs, tokens, generator))
+            return 0, int(rows[0].argmax())
+
+        step = draft.greedy_draft if greedy else draft.sampling_draft(g)
+        dec = sv.SpeculativeDecoder(step, target.target_rows, k=3, greedy=greedy, generator=g, verifier=verifier)
+        dec.generate([5], max_new=4)  # rounds of k = 3, 2, 1, 0
+        assert [c[2].tolist() != [] for c in calls] == [True, True, True, False]
+        for rows, probs, tokens, generator in calls:
+            k = tokens.numel()
+            assert rows.shape == (k + 1, 12) and tokens.dtype == torch.int64 and generator is g
+            if greedy:
+                assert probs is None
+            else:
+                assert probs.dtype == torch.float32 and probs.shape == (k, 12)  # [0, V] when k = 0
+
+
+def test_verifier_output_is_checked(sv):
+    target, draft = pair(vocab=10)
+    cases = [
+        (lambda r, p, t, g: (t.numel() + 1, 0), ValueError,
+         r"the verifier returned \(n_accepted, next_token\) = \(4, 0\), expected 0 <= n_accepted <= k = 3"),
+        (lambda r, p, t, g: (-1, 0), ValueError, r"= \(-1, 0\)"),
+        (lambda r, p, t, g: (0, 10), ValueError, r"0 <= next_token < V = 10"),
+        (lambda r, p, t, g: 0, TypeError, "the verifier must return a pair"),
+        (lambda r, p, t, g: (0, 1, 2), TypeError, "the verifier must return a pair"),
+        (lambda r, p, t, g: (0.0, 1), TypeError, "the verifier's n_accepted must be an int, got float"),
+        (lambda r, p, t, g: (0, True), TypeError, "the verifier's next_token must be an int, got bool"),
+    ]
+    for verifier, exc, msg in cases:
+        dec = sv.SpeculativeDecoder(draft.greedy_draft, target.target_rows, k=3, verifier=verifier)
+        with pytest.raises(exc, match=msg):
+            dec.generate([1], max_new=10)
+    # Pairs of other integer kinds are fine.
+    for result in ([0, 3], (np.int64(0), torch.tensor(3))):
+        dec = sv.SpeculativeDecoder(draft.greedy_draft, target.target_rows, k=3, verifier=lambda r, p, t, g: result)
+        assert dec.generate([1], max_new=4) == [1, 3, 3, 3, 3]
+
+
+def test_op_errors_are_attributed_by_the_argument_named_first(sv):
+    # Only the argument right after the "spec_verify.<op>: " prefix counts: a message that
+    # goes on to mention another argument is still attributed to the first. Messages of
+    # any other form propagate unchanged.
+    target, draft = pair(vocab=10)
+    messages = [
+        ("spec_verify.accept: target_probs[2] has zero mass (see draft_tokens and draft_probs)",
+         "the verification op rejected target_step's rows: spec_verify.accept: target_probs[2]"),
+        ("spec_verify.verify_greedy: draft_tokens must have shape [K] = [3] (K = target_probs.shape[0] - 1)",
+         "the verification op rejected draft_step's tokens: "),
+        ("spec_verify.accept: draft_probs[0, 1] = -1 is negative",
+         "the verification op rejected draft_step's probs: "),
+        ("spec_verify.accept_with_uniforms: uniforms[0] = 2 is outside [0, 1)", None),
+        ("my verifier dislikes draft_tokens and target_probs", None),
+        ("target_probs: spec_verify.accept: draft_probs", None),
+    ]
+    for message, wrapped in messages:
+        def verifier(rows, probs, tokens, generator, message=message):
+            raise ValueError(message)
+
+        dec = sv.SpeculativeDecoder(draft.greedy_draft, target.target_rows, k=3, verifier=verifier)
+        with pytest.raises(ValueError) as info:
+            dec.generate([1], max_new=10)
+        if wrapped is None:
+            assert str(info.value) == message
+        else:
+            assert str(info.value).startswith("SpeculativeDecoder: " + wrapped), str(info.value)
+            assert str(info.value).endswith(message)

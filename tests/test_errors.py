@@ -2,6 +2,7 @@
 that names the problem, and nothing mutated (inputs and the generator are as they were)."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -76,7 +77,26 @@ def test_accept_rejects(sv, case):
     assert torch.equal(g.get_state(), state), "the generator advanced on a call that raised"
     for a, b in zip(args, before):
         if isinstance(a, torch.Tensor) and a.device.type == "cpu":
-            assert torch.equal(a, b) or (a.isnan() == b.isnan()).all()
+            assert same_bits(a, b), "an input was written by a call that raised"
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Identical tensors, bit for bit: NaNs (of the same payload) compare equal, and every
+    other value exactly (-0.0 differs from 0.0)."""
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.dtype.is_floating_point:
+        bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
+        a, b = a.view(bits), b.view(bits)
+    return torch.equal(a, b)
+
+
+def test_same_bits_tells_changed_values_apart():
+    a = torch.tensor([1.0, float("nan"), 0.0])
+    assert same_bits(a, a.clone())
+    assert not same_bits(a, torch.tensor([2.0, float("nan"), 0.0]))
+    assert not same_bits(a, torch.tensor([1.0, float("nan"), -0.0]))
+    assert not same_bits(a, torch.tensor([1.0, 1.0, 0.0]))
 
 
 GREEDY_CASES = [
@@ -120,3 +140,60 @@ def test_forced_path_that_does_not_exist(sv):
     with pytest.raises(ValueError, match="'sse9' is not a path"):
         sv._force_isa("sse9")
     assert sv.isa() in sv.available_isas()
+
+
+# Tokens are handled one way by every op: ints and anything with __index__ (NumPy integers,
+# 0-d integer tensors) in a list or tuple, integer tensors of any dtype, NumPy integer
+# arrays; bools are rejected in a list as in a tensor; values beyond int64 are reported as
+# they are.
+TOKEN_CASES = [
+    ("bools in a list", [True, False, True], TypeError, r"spec_verify.{op}: draft_tokens\[0\] must be an int, got bool"),
+    ("bool tensor", torch.tensor([True, False, True]), TypeError, r"draft_tokens must have an integer dtype, got torch.bool"),
+    ("a float in a list", [1, 2.0, 3], TypeError, r"spec_verify.{op}: draft_tokens\[1\] must be an int, got float"),
+    ("a float 0-d tensor in a list", [1, torch.tensor(2.0), 3], TypeError,
+     r"draft_tokens\[1\] must be an int, got a torch.float32 tensor of shape \[\]"),
+    ("nested list", [[1], [2], [3]], TypeError, r"draft_tokens\[0\] must be an int, got list"),
+    ("uint64 2^64-1", torch.tensor([1, 2**64 - 1, 3], dtype=torch.uint64), ValueError,
+     r"spec_verify.{op}: draft_tokens\[1\] = 18446744073709551615 is outside the vocabulary \[0, 20\)"),
+    ("uint64 2^63", torch.tensor([1, 2, 2**63], dtype=torch.uint64), ValueError,
+     r"draft_tokens\[2\] = 9223372036854775808 is outside the vocabulary \[0, 20\)"),
+    ("uint64 2^63, strided", torch.tensor([1, 0, 2**63, 0, 3, 0], dtype=torch.uint64)[::2], ValueError,
+     r"draft_tokens\[1\] = 9223372036854775808 is outside"),
+    ("int 2^64 in a list", [1, 2**64, 3], ValueError, r"spec_verify.{op}: draft_tokens\[1\] = 18446744073709551616 is outside the vocabulary \[0, 20\)"),
+    ("int -2^63-1 in a list", [-2**63 - 1, 2, 3], ValueError, r"draft_tokens\[0\] = -9223372036854775809 is outside"),
+    ("int 2^63 in a tuple", (1, 2, 2**63), ValueError, r"draft_tokens\[2\] = 9223372036854775808 is outside"),
+    ("uint64 = V", torch.tensor([1, 2, V], dtype=torch.uint64), ValueError, r"draft_tokens\[2\] = 20 is outside the vocabulary"),
+    ("NumPy uint64 2^64-1", np.array([1, 2**64 - 1, 3], dtype=np.uint64), ValueError,
+     r"draft_tokens\[1\] = 18446744073709551615 is outside"),
+    ("NumPy bools", np.array([True, False, True]), TypeError, r"draft_tokens must have an integer dtype, got torch.bool"),
+    ("a dict", {1: 2}, TypeError, r"draft_tokens must be a 1-D integer tensor or a list of ints, got dict"),
+]
+GOOD_TOKENS = [  # all mean [1, 2, 3]
+    [1, 2, 3], (1, 2, 3), [np.int64(1), np.uint8(2), torch.tensor(3)], [torch.tensor(1, dtype=torch.uint64), 2, 3],
+    np.array([1, 2, 3]), np.array([1, 2, 3], dtype=np.uint64),
+    torch.tensor([1, 2, 3], dtype=torch.uint64), torch.tensor([1, 2, 3], dtype=torch.uint8),
+    torch.tensor([1, 2, 3], dtype=torch.int16), torch.tensor([1, 2, 3], dtype=torch.uint32),
+]
+
+
+def every_op(sv, tokens):
+    p, q, _ = good()
+    u = torch.full((K + 1,), 0.5, dtype=torch.float64)
+    g = torch.Generator().manual_seed(0)
+    return {"verify_greedy": lambda: sv.verify_greedy(p, tokens),
+            "accept": lambda: sv.accept(p, q, tokens, g),
+            "accept_with_uniforms": lambda: sv.accept_with_uniforms(p, q, tokens, u)}
+
+
+@pytest.mark.parametrize("case", TOKEN_CASES, ids=[c[0] for c in TOKEN_CASES])
+def test_tokens_rejected_by_every_op(sv, case):
+    _, tokens, exc, pattern = case
+    for op, call in every_op(sv, tokens).items():
+        with pytest.raises(exc, match=pattern.format(op=op)):
+            call()
+
+
+def test_tokens_accepted_in_every_form(sv):
+    want = {op: call() for op, call in every_op(sv, torch.tensor([1, 2, 3])).items()}
+    for tokens in GOOD_TOKENS:
+        assert {op: call() for op, call in every_op(sv, tokens).items()} == want, tokens

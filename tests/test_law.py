@@ -93,6 +93,7 @@ def wrong_law_correction_from_p(p, q):
     return law
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", FAMILIES)
 def test_joint_law_of_accepted_length_and_token(sv, isa, name):
     p, q = family(name)
@@ -114,6 +115,7 @@ def test_zero_draft_tokens(sv, isa):
     assert g_test(counts, joint_law(p, q))[2] > P_MIN
 
 
+@pytest.mark.slow
 def test_mean_accepted_length_at_full_vocabulary(sv, isa):
     """E[N] at V = 32000, K = 4 with an imperfect draft (the target's logits plus noise).
 

@@ -16,6 +16,7 @@ def random_round(g, k, vocab, sparsity):
     return p, q, tokens
 
 
+@pytest.mark.slow
 def test_invariants_over_random_rounds(sv, isa):
     """The emitted token is in [0, V) with positive target probability at its position,
     and n_accepted is in [0, K], over 4000 random rounds with sparse rows."""

@@ -21,6 +21,8 @@ import torch
 from law import g_test
 from toy_models import ToyLM, sequence_law
 
+pytestmark = pytest.mark.slow  # 12000 generations per case: about 14 s in all
+
 GENERATIONS = 12_000
 MAX_NEW = 4
 P_MIN = 1e-8
@@ -34,12 +36,13 @@ def pair(vocab: int, seed: int):
     return target, draft
 
 
-def sample_counts(sv, decoder_cls, vocab, k, seed, stop=None):
+def sample_counts(sv, vocab, k, seed, stop=None, verifier=None):
     target, draft = pair(vocab, seed)
     law = sequence_law(target, PROMPT, MAX_NEW, stop)
     cells = {seq: i for i, seq in enumerate(sorted(law))}
     g = torch.Generator().manual_seed(seed)
-    dec = decoder_cls(draft.sampling_draft(g), target.target_rows, k=k, greedy=False, generator=g)
+    dec = sv.SpeculativeDecoder(draft.sampling_draft(g), target.target_rows, k=k, greedy=False, generator=g,
+                                verifier=verifier)
     counts = torch.zeros(len(cells), dtype=torch.float64)
     accepted = proposed = 0
     for _ in range(GENERATIONS):
@@ -51,27 +54,23 @@ def sample_counts(sv, decoder_cls, vocab, k, seed, stop=None):
     return counts, expected, accepted / max(proposed, 1)
 
 
-def wrong_always_accept(sv):
-    class AlwaysAccept(sv.SpeculativeDecoder):
-        def _verify(self, target_probs, draft_probs, tokens):
-            k = tokens.numel()
-            return k, int(torch.multinomial(target_probs[k], 1, generator=self.generator))
-    return AlwaysAccept
+# Wrong verifiers, plugged in through SpeculativeDecoder's `verifier` argument.
+
+def wrong_always_accept(target_probs, draft_probs, tokens, generator):
+    k = tokens.numel()
+    return k, int(torch.multinomial(target_probs[k], 1, generator=generator))
 
 
-def wrong_correction_from_target(sv):
-    class CorrectionFromTarget(sv.SpeculativeDecoder):
-        # The textbook acceptance test, but a rejected token is replaced by a draw from p
-        # instead of the residual max(0, p - q): every token is then biased towards q.
-        def _verify(self, target_probs, draft_probs, tokens):
-            p = target_probs.double() / target_probs.double().sum(-1, keepdim=True)
-            q = draft_probs.double() / draft_probs.double().sum(-1, keepdim=True)
-            u = torch.rand(tokens.numel(), dtype=torch.float64, generator=self.generator)
-            for i, t in enumerate(tokens.tolist()):
-                if u[i] * q[i, t] >= p[i, t]:
-                    return i, int(torch.multinomial(p[i], 1, generator=self.generator))
-            return tokens.numel(), int(torch.multinomial(p[-1], 1, generator=self.generator))
-    return CorrectionFromTarget
+def wrong_correction_from_target(target_probs, draft_probs, tokens, generator):
+    # The textbook acceptance test, but a rejected token is replaced by a draw from p
+    # instead of the residual max(0, p - q): every token is then biased towards q.
+    p = target_probs.double() / target_probs.double().sum(-1, keepdim=True)
+    q = draft_probs.double() / draft_probs.double().sum(-1, keepdim=True)
+    u = torch.rand(tokens.numel(), dtype=torch.float64, generator=generator)
+    for i, t in enumerate(tokens.tolist()):
+        if u[i] * q[i, t] >= p[i, t]:
+            return i, int(torch.multinomial(p[i], 1, generator=generator))
+    return tokens.numel(), int(torch.multinomial(p[-1], 1, generator=generator))
 
 
 CASES = [  # (vocab, k, seed, stop tokens)
@@ -84,7 +83,7 @@ CASES = [  # (vocab, k, seed, stop tokens)
 
 @pytest.mark.parametrize("vocab,k,seed,stop", CASES)
 def test_generated_sequences_follow_the_target_law(sv, vocab, k, seed, stop):
-    counts, law, rate = sample_counts(sv, sv.SpeculativeDecoder, vocab, k, seed, stop)
+    counts, law, rate = sample_counts(sv, vocab, k, seed, stop)
     g, df, p = g_test(counts, law)
     assert 0.3 < rate < 0.95, f"draft acceptance rate {rate:.2f}: the case no longer exercises both outcomes"
     assert p > P_MIN, f"G = {g:.1f}, df = {df}, p = {p:.3g}"
@@ -93,6 +92,6 @@ def test_generated_sequences_follow_the_target_law(sv, vocab, k, seed, stop):
 @pytest.mark.parametrize("wrong", [wrong_always_accept, wrong_correction_from_target])
 def test_a_wrong_verifier_fails_the_same_test(sv, wrong):
     vocab, k, seed, stop = CASES[1]
-    counts, law, _ = sample_counts(sv, wrong(sv), vocab, k, seed, stop)
+    counts, law, _ = sample_counts(sv, vocab, k, seed, stop, verifier=wrong)
     g, df, p = g_test(counts, law)
     assert p < P_MIN, f"a wrong verifier passed: G = {g:.1f}, df = {df}, p = {p:.3g}"

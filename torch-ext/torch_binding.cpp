@@ -198,9 +198,9 @@ std::tuple<c10::SymInt, c10::SymInt> accept_with_uniforms(const at::Tensor& targ
 }
 
 at::Tensor row_masses(const at::Tensor& rows) {
-  const char* op = "row_masses";
+  const char* op = "_row_masses";
   check_cpu(op, "rows", rows);
-  TORCH_CHECK_VALUE(rows.dim() == 2 && rows.size(1) >= 1, "spec_verify.row_masses: rows must be "
+  TORCH_CHECK_VALUE(rows.dim() == 2 && rows.size(1) >= 1, "spec_verify._row_masses: rows must be "
                     "2-D [N, V] with V >= 1, got shape ", shape_of(rows));
   const at::Tensor r = checked_rows(op, "rows", rows, rows.size(0), rows.size(1), "[N, V]");
   const int64_t n = r.size(0), vocab = r.size(1);
@@ -210,7 +210,7 @@ at::Tensor row_masses(const at::Tensor& rows) {
   for (int64_t i = 0; i < n; ++i) {
     const float* row = r.data_ptr<float>() + i * r.stride(0);
     TORCH_CHECK_VALUE(kt.row_mass(row, vocab, blocks.data(), out.data_ptr<double>() + i),
-                      "spec_verify.row_masses: rows[", i, "] holds a negative, NaN or infinite value");
+                      "spec_verify._row_masses: rows[", i, "] holds a negative, NaN or infinite value");
   }
   return out;
 }
@@ -236,11 +236,12 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def("accept_with_uniforms(Tensor target_probs, Tensor draft_probs, Tensor draft_tokens, "
           "Tensor uniforms) -> (SymInt, SymInt)");
   ops.impl("accept_with_uniforms", c10::kCPU, &accept_with_uniforms);
-  ops.def("row_masses(Tensor rows) -> Tensor");
-  ops.impl("row_masses", c10::kCPU, &row_masses);
+  // Internal ops, for tests and benchmarks: private (leading underscore) names.
+  ops.def("_row_masses(Tensor rows) -> Tensor");
+  ops.impl("_row_masses", c10::kCPU, &row_masses);
   ops.def("isa() -> str", &isa);
   ops.def("available_isas() -> str[]", &available_isas);
-  ops.def("force_isa(str name) -> ()", &force_isa);
+  ops.def("_force_isa(str name) -> ()", &force_isa);
 }
 
 REGISTER_EXTENSION(TORCH_EXTENSION_NAME)

@@ -15,86 +15,118 @@ generation starts again from its prompt.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
 import time
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
 
+from ._api import _index, _int_list, _kind, _token_tensor, accept, verify_greedy
+
 DraftStep = Callable[[List[int], int], Tuple[torch.Tensor, Optional[torch.Tensor]]]
 TargetStep = Callable[[List[int], torch.Tensor], torch.Tensor]
+Verifier = Callable[[torch.Tensor, Optional[torch.Tensor], torch.Tensor, Optional[torch.Generator]],
+                    Tuple[int, int]]
 StopTokens = Union[None, int, Iterable[int]]
 
 _now = time.perf_counter_ns
+_Tensor = torch.Tensor
+_int64 = torch.int64
 
 
 @dataclass
 class DecodeStats:
-    """Statistics of one generation (SpeculativeDecoder.stats), updated round by round.
+    """Statistics of one generation (`SpeculativeDecoder.stats`), updated round by round.
 
     The counters describe verification outcomes: a stop token inside an accepted block cuts
-    the output (`new_tokens`) but not `accepted`. Times are nanoseconds spent inside
-    draft_step, inside target_step, and in checking their output plus the verification op.
+    the output (`new_tokens`) but not `accepted`. They are kept as three lists of k + 1
+    counts, so keeping them costs O(1) per round and O(k) memory, and every derived
+    statistic (the properties) is read in O(k). Times are nanoseconds spent inside
+    draft_step, inside target_step, and in checking their output plus the verifier.
+
+    Args:
+        k (`int`): the decoder's draft tokens per round; the lists below have k + 1 entries
+            (made as zeros when not given).
+
+    Attributes:
+        k (`int`): as above.
+        proposed_length_counts (`List[int]`): rounds by number of draft tokens proposed,
+            j = 0..k (j < k only near `max_new`; j = 0 means draft_step was not called).
+        accepted_length_counts (`List[int]`): rounds by number of draft tokens accepted,
+            n = 0..k.
+        full_acceptance_counts (`List[int]`): rounds that proposed j draft tokens and
+            accepted all of them, by j = 0..k.
+        new_tokens (`int`): tokens emitted.
+        draft_ns, target_ns, verify_ns (`int`): nanoseconds in draft_step, in target_step,
+            and in checking their output plus the verifier.
+        stop_reason (`str`): `"max_new"`, `"stop_token"`, or `""` while running.
     """
 
     k: int
-    # outcomes[j][n]: rounds that proposed j draft tokens and accepted n of them. One
-    # increment per round; every other count is derived from it when asked for.
-    outcomes: List[List[int]] = field(default_factory=list)
+    proposed_length_counts: List[int] = field(default_factory=list)
+    accepted_length_counts: List[int] = field(default_factory=list)
+    full_acceptance_counts: List[int] = field(default_factory=list)
     new_tokens: int = 0
     draft_ns: int = 0
     target_ns: int = 0
     verify_ns: int = 0
-    stop_reason: str = ""  # "max_new", "stop_token", or "" while running
+    stop_reason: str = ""
 
     def __post_init__(self):
-        if not self.outcomes:
-            self.outcomes = [[0] * (j + 1) for j in range(self.k + 1)]
+        for name in ("proposed_length_counts", "accepted_length_counts", "full_acceptance_counts"):
+            if not getattr(self, name):
+                setattr(self, name, [0] * (self.k + 1))
 
     @property
     def rounds(self) -> int:
-        return sum(sum(row) for row in self.outcomes)
+        """Verification rounds."""
+        return sum(self.proposed_length_counts)
 
     @property
     def target_calls(self) -> int:
+        """Calls of target_step (one per round)."""
         return self.rounds
 
     @property
     def draft_calls(self) -> int:
-        return sum(sum(row) for row in self.outcomes[1:])
+        """Calls of draft_step (rounds that proposed at least one token)."""
+        return self.rounds - self.proposed_length_counts[0]
 
     @property
     def proposed(self) -> int:
-        return sum(j * sum(row) for j, row in enumerate(self.outcomes))
+        """Draft tokens proposed."""
+        return sum(j * c for j, c in enumerate(self.proposed_length_counts))
 
     @property
     def accepted(self) -> int:
-        return sum(n * c for row in self.outcomes for n, c in enumerate(row))
+        """Draft tokens accepted by the verifier."""
+        return sum(n * c for n, c in enumerate(self.accepted_length_counts))
 
-    @property
-    def accepted_length_counts(self) -> List[int]:
-        """Rounds by number of accepted draft tokens, n = 0..k."""
-        counts = [0] * (self.k + 1)
-        for row in self.outcomes:
-            for n, c in enumerate(row):
-                counts[n] += c
-        return counts
+    def _accepted_at_least(self) -> List[int]:
+        # [rounds that accepted >= n for n = 0..k+1]: suffix sums, O(k).
+        return list(accumulate(reversed(self.accepted_length_counts)))[::-1] + [0]
 
     @property
     def decided_by_position(self) -> List[int]:
-        """How often the verifier judged the draft token at position i (reached it)."""
-        return [sum(c for row in self.outcomes[i + 1:] for n, c in enumerate(row) if n >= i)
-                for i in range(self.k)]
+        """Per draft position i = 0..k-1, rounds in which the verifier judged the token at i:
+        rounds that proposed more than i tokens and accepted at least i."""
+        # Accepting n >= i of j >= n proposals misses position i only when j = n = i.
+        at_least = self._accepted_at_least()
+        return [at_least[i] - self.full_acceptance_counts[i] for i in range(self.k)]
 
     @property
     def accepted_by_position(self) -> List[int]:
-        return [sum(c for row in self.outcomes for n, c in enumerate(row) if n > i)
-                for i in range(self.k)]
+        """Per draft position i = 0..k-1, rounds that accepted the token at i (accepted > i)."""
+        return self._accepted_at_least()[1:self.k + 1]
 
     @property
     def acceptance_by_position(self) -> List[float]:
-        """P(accept position i | position i reached): estimates alpha_i. NaN if never reached."""
+        """P(accept position i | position i reached), i = 0..k-1: estimates alpha_i (NaN if
+        never reached)."""
         return [a / d if d else math.nan
                 for a, d in zip(self.accepted_by_position, self.decided_by_position)]
 
@@ -106,36 +138,50 @@ class DecodeStats:
 
     @property
     def mean_accepted(self) -> float:
-        """Accepted draft tokens per round."""
+        """Accepted draft tokens per round (NaN before the first round)."""
         r = self.rounds
         return self.accepted / r if r else math.nan
 
     @property
     def tokens_per_target_call(self) -> float:
+        """Tokens emitted per target_step call (plain decoding: 1; NaN before the first round)."""
         t = self.target_calls
         return self.new_tokens / t if t else math.nan
 
     @property
     def draft_seconds(self) -> float:
+        """Seconds inside draft_step."""
         return self.draft_ns * 1e-9
 
     @property
     def target_seconds(self) -> float:
+        """Seconds inside target_step."""
         return self.target_ns * 1e-9
 
     @property
     def verify_seconds(self) -> float:
+        """Seconds checking the callbacks' output and inside the verifier."""
         return self.verify_ns * 1e-9
 
     def as_dict(self) -> dict:
-        keys = ["k", "rounds", "target_calls", "draft_calls", "proposed", "accepted", "new_tokens",
-                "accepted_length_counts", "decided_by_position", "accepted_by_position",
-                "acceptance_by_position", "acceptance_rate", "mean_accepted",
-                "tokens_per_target_call", "draft_seconds", "target_seconds", "verify_seconds",
-                "stop_reason"]
-        return {key: getattr(self, key) for key in keys}
+        """Every field and every public property, by name.
+
+        Returns:
+            `dict`: field and property names to their values (lists are copies).
+        """
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        for klass in reversed(type(self).__mro__):
+            for name, attr in vars(klass).items():
+                if isinstance(attr, property) and not name.startswith("_"):
+                    out[name] = getattr(self, name)
+        return {name: list(v) if isinstance(v, list) else v for name, v in out.items()}
 
     def summary(self) -> str:
+        """The statistics in one line.
+
+        Returns:
+            `str`: tokens, rounds, acceptance (overall and by position) and times.
+        """
         by_pos = ", ".join(f"{a:.2f}" for a in self.acceptance_by_position)
         return (f"{self.new_tokens} tokens in {self.rounds} rounds at K = {self.k}: "
                 f"{self.tokens_per_target_call:.2f} tokens per target call; accepted "
@@ -145,54 +191,144 @@ class DecodeStats:
                 f"verify {self.verify_seconds * 1e3:.1f} ms; stopped by {self.stop_reason or '-'}")
 
 
+# Argument checks ----------------------------------------------------------------------------
+
+def _on_host(t: torch.Tensor, what: str) -> torch.Tensor:
+    # Prompts and stop tokens are read once per generation: a tensor on an accelerator is
+    # brought over; a meta tensor has no values.
+    if t.device.type == "meta":
+        raise ValueError(f"{what} must hold values, got a tensor on meta")
+    return t if t.device.type == "cpu" else t.cpu()
+
+
+def _non_negative(ids: List[int], what: str) -> List[int]:
+    if ids and min(ids) < 0:
+        i = next(i for i, t in enumerate(ids) if t < 0)
+        raise ValueError(f"{what}[{i}] = {ids[i]} is negative; token ids are >= 0")
+    return ids
+
+
 def _stop_set(eos_token_id: StopTokens) -> frozenset:
+    what = "eos_token_id"
     if eos_token_id is None:
         return frozenset()
-    ids = [eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id)
-    for t in ids:
-        if not isinstance(t, int) or isinstance(t, bool):
-            raise TypeError(f"eos_token_id must be an int, an iterable of ints or None, got {eos_token_id!r}")
-    return frozenset(ids)
+    if isinstance(eos_token_id, torch.Tensor) or hasattr(eos_token_id, "__array__"):
+        # Tensors, NumPy arrays and NumPy scalars: 0-d is one id, 1-D several.
+        if isinstance(eos_token_id, torch.Tensor):
+            eos_token_id = _on_host(eos_token_id, what)
+        t = _token_tensor(eos_token_id, what)
+        if t.dim() > 1:
+            raise ValueError(f"{what} must be an int or a 1-D sequence of ints, got shape {list(t.shape)}")
+        ids = t.reshape(-1).tolist()
+    elif isinstance(eos_token_id, bool) or hasattr(type(eos_token_id), "__index__"):
+        ids = [_index(eos_token_id, what)]
+    elif isinstance(eos_token_id, (str, bytes)) or not hasattr(eos_token_id, "__iter__"):
+        raise TypeError(f"{what} must be an int, an iterable of ints or None, got {type(eos_token_id).__name__}")
+    else:
+        ids = _int_list(list(eos_token_id), what)
+    return frozenset(_non_negative(ids, what))
 
 
 def _prompt_list(prompt_ids) -> List[int]:
-    if isinstance(prompt_ids, torch.Tensor):
-        if prompt_ids.dtype.is_floating_point or prompt_ids.dtype.is_complex or prompt_ids.dtype == torch.bool:
-            raise TypeError(f"prompt_ids must hold integer ids, got a tensor of dtype {prompt_ids.dtype}")
-        if prompt_ids.dim() == 2 and prompt_ids.shape[0] == 1:  # a tokenizer's batch of one
-            prompt_ids = prompt_ids[0]
-        if prompt_ids.dim() != 1:
-            raise ValueError(f"prompt_ids must be 1-D (or [1, L]), got shape {list(prompt_ids.shape)}")
-        return prompt_ids.tolist()
-    seq = list(prompt_ids)
-    for t in seq:
-        if not isinstance(t, int) or isinstance(t, bool):
-            raise TypeError(f"prompt_ids must be a sequence of ints, got an element {t!r}")
-    return seq
+    what = "prompt_ids"
+    if isinstance(prompt_ids, torch.Tensor) or hasattr(prompt_ids, "__array__"):
+        if isinstance(prompt_ids, torch.Tensor):
+            prompt_ids = _on_host(prompt_ids, what)
+        t = _token_tensor(prompt_ids, what)
+        if t.dim() == 2 and t.shape[0] == 1:  # a tokenizer's batch of one
+            t = t[0]
+        if t.dim() != 1:
+            raise ValueError(f"{what} must be 1-D (or [1, L]), got shape {list(t.shape)}")
+        ids = t.tolist()
+    elif isinstance(prompt_ids, (str, bytes)) or not hasattr(prompt_ids, "__iter__"):
+        raise TypeError(f"{what} must be a sequence of ints or a 1-D integer tensor, got "
+                        f"{type(prompt_ids).__name__}")
+    else:
+        ids = _int_list(list(prompt_ids), what)
+    return _non_negative(ids, what)
 
 
-def _kind(x) -> str:
-    if isinstance(x, torch.Tensor):
-        return f"a {x.dtype} tensor of shape {list(x.shape)}"
-    return f"a {type(x).__name__}"
+def _count(value, what: str, high: Optional[int] = None) -> int:
+    # An int-like argument (see _api._index) in [0, high].
+    n = _index(value, what)
+    if n < 0 or (high is not None and n > high):
+        raise ValueError(f"{what} must be an int in [0, {'inf' if high is None else high}], got {n}")
+    return n
+
+
+# Which callback produced what a verification op rejected. Every error message of the ops
+# begins "spec_verify.<op>: <argument>" (torch_binding.cpp and _api.py build each one that
+# way), and the decoder always passes target_step's rows as target_probs, draft_step's
+# probs as draft_probs and its tokens as draft_tokens. So the argument name, read once at
+# that fixed position of the message, picks the callback from this fixed table; nothing
+# else in the text is searched. An error of any other form (a custom verifier's own, or a
+# uniform's) is not attributed and propagates unchanged.
+_CULPRITS = {
+    "target_probs": "target_step's rows",
+    "draft_probs": "draft_step's probs",
+    "draft_tokens": "draft_step's tokens",
+}
+_OP_ERROR = re.compile(r"spec_verify\.\w+: (\w+)")
+
+
+def _culprit(error: Exception) -> Optional[str]:
+    m = _OP_ERROR.match(str(error))
+    return _CULPRITS.get(m.group(1)) if m else None
+
+
+def _greedy_verifier(target_rows, draft_probs, tokens, generator):
+    """The default verifier with greedy=True: `verify_greedy` (probs and generator unused)."""
+    return verify_greedy(target_rows, tokens)
 
 
 class SpeculativeDecoder:
-    """Speculative decoding with any draft and target model.
+    """Speculative decoding with any draft and target model, given as two callbacks.
 
-    draft_step(prefix, k) -> (tokens, probs): k proposed token ids ([k] integer tensor or a
-        list of ints) and, when sampling, the draft's probabilities each token was drawn
-        from ([k, V] float32, unnormalised is fine; may be None when greedy=True).
-    target_step(prefix, proposed) -> target_probs [k+1, V] float32: the target's
-        probabilities (or logits, when greedy=True) at the k+1 positions after prefix,
-        i.e. for prefix, prefix+proposed[:1], ..., prefix+proposed. `proposed` is an int64
-        tensor [k].
-    k: draft tokens per round. greedy: temperature-0 verification (output identical to
-    greedy decoding of the target); otherwise speculative sampling with `generator`.
-
-    See the module docstring for how prefixes evolve (what a KV cache may keep), and
+    Each round the draft proposes up to k tokens, the target scores the k+1 positions in one
+    call, and the verifier decides which prefix of the proposal to keep and which token to
+    add. See the module docstring for how prefixes evolve (what a KV cache may keep), and
     `DecodeStats` for the statistics left in `.stats` after (and during) each generation.
+
+    Args:
+        draft_step (`Callable[[List[int], int], tuple]`): `draft_step(prefix, k) -> (tokens,
+            probs)`: k proposed ids (a `[k]` tensor of any integer dtype on the CPU, or a list
+            of ints) and, when sampling, the float32 `[k, V]` rows they were drawn from (row
+            i the draft's distribution after `prefix + tokens[:i]`; unnormalised is fine;
+            may be None when `greedy=True`). Not called when k = 0.
+        target_step (`Callable[[List[int], torch.Tensor], torch.Tensor]`):
+            `target_step(prefix, proposed) -> rows`: float32 `[k+1, V]` on the CPU, the
+            target's rows after `prefix`, `prefix + proposed[:1]`, ..., `prefix + proposed`.
+            `proposed` is a contiguous int64 `[k]` CPU tensor. Logits are fine with
+            `greedy=True`; probabilities (unnormalised is fine) when sampling.
+        k (`int`, *optional*, defaults to 4): draft tokens per round, in `[0, MAX_K]`
+            (`MAX_K = 1024`; see below). Fewer near `max_new`.
+        greedy (`bool`, *optional*, defaults to `True`): temperature-0 verification (output
+            identical to greedy decoding of the target); otherwise speculative sampling.
+        generator (`torch.Generator`, *optional*): the generator the verifier draws from
+            when sampling (the default generator when None).
+        verifier (`Callable`, *optional*): the decision of a round,
+            `verifier(target_rows, draft_probs, tokens, generator) -> (n_accepted,
+            next_token)`: `target_rows` as target_step returned them, `draft_probs` the
+            float32 `[k, V]` rows from draft_step when `greedy=False` (an empty `[0, V]`
+            tensor when k = 0) and None when `greedy=True`, `tokens` the int64 `[k]`
+            proposal, `generator` the decoder's. It returns how many proposed tokens to keep
+            (`0 <= n_accepted <= k`) and the token to add (`0 <= next_token < V`). Defaults
+            to `verify_greedy` with `greedy=True` and `accept` otherwise; other rules
+            (block, one-hot or tree verification) plug in here.
+
+    The bound on k: each round runs k draft steps and scores k+1 positions, while the
+    expected number of accepted tokens is at most alpha / (1 - alpha) for a draft accepted
+    with probability alpha per token (999 at alpha = 0.999), so a larger k only adds
+    wasted draft steps; the statistics and the verification scratch grow with k.
+
+    Raises:
+        TypeError: a callback or verifier that is not callable, k not an int (bool is not
+            one; NumPy integers and 0-d integer tensors are), greedy not a bool, generator
+            not a `torch.Generator`.
+        ValueError: k outside `[0, MAX_K]`.
     """
+
+    MAX_K = 1024
 
     def __init__(
         self,
@@ -201,18 +337,26 @@ class SpeculativeDecoder:
         k: int = 4,
         greedy: bool = True,
         generator: Optional[torch.Generator] = None,
+        verifier: Optional[Verifier] = None,
     ):
-        if not callable(draft_step) or not callable(target_step):
-            raise TypeError("draft_step and target_step must be callables")
-        if not isinstance(k, int) or isinstance(k, bool) or k < 0:
-            raise ValueError(f"k must be an int >= 0, got {k!r}")
+        for name, f in (("draft_step", draft_step), ("target_step", target_step)):
+            if not callable(f):
+                raise TypeError(f"{name} must be callable, got {type(f).__name__}")
+        k = _count(k, "k", self.MAX_K)
+        if not isinstance(greedy, bool):
+            raise TypeError(f"greedy must be a bool, got {type(greedy).__name__}")
         if generator is not None and not isinstance(generator, torch.Generator):
             raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+        if verifier is None:
+            verifier = _greedy_verifier if greedy else accept
+        elif not callable(verifier):
+            raise TypeError(f"verifier must be callable or None, got {type(verifier).__name__}")
         self.draft_step = draft_step
         self.target_step = target_step
         self.k = k
-        self.greedy = bool(greedy)
+        self.greedy = greedy
         self.generator = generator
+        self.verifier = verifier
         self.stats = DecodeStats(k)
 
     def __repr__(self) -> str:
@@ -220,18 +364,37 @@ class SpeculativeDecoder:
 
     def generate(
         self,
-        prompt_ids: Sequence[int],
+        prompt_ids: Union[Sequence[int], torch.Tensor],
         max_new: int = 128,
         eos_token_id: StopTokens = None,
         on_tokens: Optional[Callable[[List[int]], None]] = None,
     ) -> List[int]:
-        """Returns prompt_ids followed by the new tokens, as a list of ints.
+        """Generates up to `max_new` tokens after `prompt_ids`.
 
-        Exactly max_new new tokens, unless a token in eos_token_id (an int or several) is
-        emitted first: then the output ends with that token, even when it sits inside a
-        block of accepted draft tokens. on_tokens, if given, receives each round's new
-        tokens (a list) as soon as the round is verified.
+        Args:
+            prompt_ids (`Sequence[int]` or `torch.Tensor`): the prompt: a sequence of ints
+                (NumPy integers and 0-d integer tensors included), or a 1-D or `[1, L]`
+                integer tensor or NumPy array. Ids are >= 0.
+            max_new (`int`, *optional*, defaults to 128): new tokens to generate, >= 0.
+            eos_token_id (`int` or `Iterable[int]`, *optional*): stop token(s). The output
+                ends at the first one emitted, also inside a block of accepted draft tokens
+                (the rest of the block is dropped); stop tokens in the prompt do not count.
+            on_tokens (`Callable[[List[int]], None]`, *optional*): called with each round's
+                new tokens as soon as the round is verified.
+
+        Returns:
+            `List[int]`: `prompt_ids` followed by the new tokens: exactly `max_new` of them,
+            unless a stop token ends the output first.
+
+        Raises:
+            TypeError: an argument of the wrong type (bool is not an int); a callback's
+                output of the wrong type or dtype (the message names the callback).
+            ValueError: a negative `max_new` or token id; a callback's output of the wrong
+                shape, or contents the verification op rejects (a token outside `[0, V)`,
+                NaN, negative values, zero mass): the message names the callback.
         """
+        if on_tokens is not None and not callable(on_tokens):
+            raise TypeError(f"on_tokens must be callable or None, got {type(on_tokens).__name__}")
         seq = _prompt_list(prompt_ids)
         for chunk in self._rounds(seq, max_new, eos_token_id):
             if on_tokens is not None:
@@ -240,31 +403,42 @@ class SpeculativeDecoder:
 
     def stream(
         self,
-        prompt_ids: Sequence[int],
+        prompt_ids: Union[Sequence[int], torch.Tensor],
         max_new: int = 128,
         eos_token_id: StopTokens = None,
     ) -> Iterator[List[int]]:
-        """Like generate(), but yields each round's new tokens (a non-empty list) as soon as
-        the round is verified. Their concatenation is what generate() would add."""
+        """Like `generate`, but yields each round's new tokens as soon as the round is verified.
+
+        Arguments are checked at the call; nothing else runs before the first `next()`.
+
+        Args:
+            prompt_ids, max_new, eos_token_id: as for `generate`.
+
+        Returns:
+            `Iterator[List[int]]`: each round's new tokens (1 to k+1 ids); their
+            concatenation is what `generate` would add after the prompt.
+
+        Raises:
+            TypeError, ValueError: as for `generate` (argument errors at the call, callback
+                errors at the `next()` of their round).
+        """
         return self._rounds(_prompt_list(prompt_ids), max_new, eos_token_id)
 
     # The loop ------------------------------------------------------------------------------
 
     def _rounds(self, seq: List[int], max_new: int, eos_token_id: StopTokens) -> Iterator[List[int]]:
         # Argument errors surface at the call, not at the first next() of a stream.
-        if not isinstance(max_new, int) or isinstance(max_new, bool) or max_new < 0:
-            raise ValueError(f"max_new must be an int >= 0, got {max_new!r}")
+        max_new = _count(max_new, "max_new")
         stop = _stop_set(eos_token_id)
-        from . import accept, verify_greedy  # the package imports this module first
-
-        self._ops = (verify_greedy, accept)
         self.stats = stats = DecodeStats(self.k)
         if max_new == 0:
             stats.stop_reason = "max_new"
         return self._loop(seq, max_new, stop, stats)
 
     def _loop(self, seq: List[int], max_new: int, stop: frozenset, stats: DecodeStats) -> Iterator[List[int]]:
-        outcomes = stats.outcomes
+        proposed_counts = stats.proposed_length_counts
+        accepted_counts = stats.accepted_length_counts
+        full_counts = stats.full_acceptance_counts
         no_tokens = torch.empty(0, dtype=torch.int64)
         remaining = max_new
         while remaining > 0:
@@ -281,8 +455,7 @@ class SpeculativeDecoder:
             t2 = _now()
             rows = self.target_step(list(seq), tokens)
             t3 = _now()
-            self._check_target(rows, k)
-            n, nxt = self._verify_checked(rows, probs, tokens, k)
+            n, nxt = self._verify(rows, probs, tokens, k)
             chunk = tokens[:n].tolist() if n else []
             chunk.append(nxt)
             if stop and not stop.isdisjoint(chunk):
@@ -294,21 +467,16 @@ class SpeculativeDecoder:
                 if remaining == 0:
                     stats.stop_reason = "max_new"
             seq.extend(chunk)
-            outcomes[k][n] += 1
+            proposed_counts[k] += 1
+            accepted_counts[n] += 1
+            if n == k:
+                full_counts[k] += 1
             stats.new_tokens += len(chunk)
             t4 = _now()
             stats.draft_ns += t1 - t0
             stats.target_ns += t3 - t2
             stats.verify_ns += (t2 - t1) + (t4 - t3)
             yield chunk
-
-    def _verify(self, target_probs: torch.Tensor, draft_probs: Optional[torch.Tensor],
-                tokens: torch.Tensor) -> Tuple[int, int]:
-        """One round's decision: (n_accepted, next_token). The single place the ops are called."""
-        verify_greedy, accept = self._ops
-        if self.greedy:
-            return verify_greedy(target_probs, tokens)
-        return accept(target_probs, draft_probs, tokens, self.generator)
 
     # Checks of the callbacks' output: cheap attribute checks here, row contents in the op.
 
@@ -317,20 +485,16 @@ class SpeculativeDecoder:
             raise TypeError(f"draft_step must return a pair (tokens, probs), got {_kind(out)}"
                             + (f" of length {len(out)}" if isinstance(out, (tuple, list)) else ""))
         tokens, probs = out
-        if isinstance(tokens, torch.Tensor):
-            if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
-                raise TypeError(f"draft_step returned tokens of dtype {tokens.dtype}, expected an integer dtype")
-            if tokens.dim() != 1:
-                raise ValueError(f"draft_step returned tokens of shape {list(tokens.shape)}, "
-                                 f"expected a 1-D tensor of k = {k} ids")
-        elif isinstance(tokens, (list, tuple)) and all(isinstance(t, int) and not isinstance(t, bool)
-                                                       for t in tokens):
-            tokens = torch.tensor(tokens, dtype=torch.int64).reshape(len(tokens))
-        else:
-            raise TypeError(f"draft_step returned tokens as {_kind(tokens)}, "
-                            "expected a 1-D integer tensor or a list of ints")
-        if tokens.numel() != k:
-            raise ValueError(f"draft_step returned {tokens.numel()} tokens, expected k = {k}")
+        # target_step is promised an int64 [k] contiguous CPU tensor: the common case (a
+        # tensor that already is one) costs a few attribute reads.
+        if not (type(tokens) is _Tensor and tokens.dtype is _int64 and tokens.is_cpu):
+            tokens = _token_tensor(tokens, "draft_step's tokens").to(_int64)
+        if tokens.dim() != 1:
+            raise ValueError(f"draft_step's tokens must be 1-D, k = {k} ids, got shape {list(tokens.shape)}")
+        if tokens.shape[0] != k:
+            raise ValueError(f"draft_step returned {tokens.shape[0]} tokens, expected k = {k}")
+        if not tokens.is_contiguous():
+            tokens = tokens.contiguous()
         if self.greedy:
             return tokens, None
         if probs is None:
@@ -342,9 +506,11 @@ class SpeculativeDecoder:
         if probs.dim() != 2 or probs.shape[0] != k:
             raise ValueError(f"draft_step returned probs of shape {list(probs.shape)}, expected [k, V] "
                              f"with k = {k}")
+        if not probs.is_cpu:
+            raise ValueError(f"draft_step returned probs on {probs.device}, expected a tensor on the CPU")
         return tokens, probs
 
-    def _check_target(self, rows, k: int) -> None:
+    def _check_target(self, rows, k: int) -> int:
         if not isinstance(rows, torch.Tensor):
             raise TypeError(f"target_step returned {_kind(rows)}, expected a float32 tensor [k+1, V]")
         if rows.dtype != torch.float32:
@@ -352,21 +518,34 @@ class SpeculativeDecoder:
         if rows.dim() != 2 or rows.shape[0] != k + 1 or rows.shape[1] == 0:
             raise ValueError(f"target_step returned rows of shape {list(rows.shape)}, expected "
                              f"[k+1, V] = [{k + 1}, V] with V > 0")
+        if not rows.is_cpu:
+            raise ValueError(f"target_step returned rows on {rows.device}, expected a tensor on the CPU")
+        return rows.shape[1]
 
-    def _verify_checked(self, rows, probs, tokens, k: int) -> Tuple[int, int]:
+    def _verify(self, rows, probs, tokens, k: int) -> Tuple[int, int]:
+        """One round's decision, (n_accepted, next_token): the callbacks' output checked, the
+        verifier called, its errors attributed and its result checked."""
+        vocab = self._check_target(rows, k)
         if not self.greedy:
             if probs is None:  # k = 0: nothing was drafted
-                probs = rows.new_empty((0, rows.shape[1]))
-            elif probs.shape[1] != rows.shape[1]:
+                probs = rows.new_empty((0, vocab))
+            elif probs.shape[1] != vocab:
                 raise ValueError(f"draft_step returned probs with V = {probs.shape[1]} columns but "
-                                 f"target_step returned rows with V = {rows.shape[1]}")
+                                 f"target_step returned rows with V = {vocab}")
         try:
-            return self._verify(rows, probs, tokens)
+            result = self.verifier(rows, probs, tokens, self.generator)
         except (ValueError, TypeError) as e:
-            # The op names its own arguments; say which callback produced the offending one.
-            msg = str(e)
-            culprits = [who for arg, who in (("draft_tokens", "draft_step's tokens"),
-                                             ("draft_probs", "draft_step's probs"),
-                                             ("target_probs", "target_step's rows")) if arg in msg]
-            where = " or ".join(culprits) if culprits else "the output of draft_step or target_step"
-            raise type(e)(f"SpeculativeDecoder: the verification op rejected {where}: {msg}") from e
+            who = _culprit(e)
+            if who is None:
+                raise
+            raise type(e)(f"SpeculativeDecoder: the verification op rejected {who}: {e}") from e
+        if not (type(result) is tuple and len(result) == 2):
+            if not isinstance(result, (tuple, list)) or len(result) != 2:
+                raise TypeError(f"the verifier must return a pair (n_accepted, next_token), got {_kind(result)}")
+        n, nxt = result
+        if type(n) is not int or type(nxt) is not int:
+            n, nxt = _index(n, "the verifier's n_accepted"), _index(nxt, "the verifier's next_token")
+        if not (0 <= n <= k and 0 <= nxt < vocab):
+            raise ValueError(f"the verifier returned (n_accepted, next_token) = ({n}, {nxt}), expected "
+                             f"0 <= n_accepted <= k = {k} and 0 <= next_token < V = {vocab}")
+        return n, nxt

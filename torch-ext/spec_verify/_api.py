@@ -1,0 +1,302 @@
+"""The verification ops as Python functions, and the argument checks they share with the decoder.
+
+The package's `__init__` re-exports the public functions; `decoder.py` calls them and uses
+the same token checks (`_token_tensor`, `_int_list`, `_index`), so a token is handled one
+way everywhere: ints, NumPy integer scalars and 0-d integer tensors (anything with
+`__index__`) and integer tensors of any integer dtype are accepted; bool is a flag, not an
+id, and is a TypeError in a list as in a tensor; a value that does not fit in int64 (a
+uint64 above 2^63 - 1, a Python int beyond the int64 range) is a ValueError that shows the
+value as given. Values are checked against the vocabulary by the ops themselves.
+
+The fake (meta) implementations of the ops, used by torch.compile and opcheck, are
+registered here too.
+"""
+from __future__ import annotations
+
+import operator
+from typing import List, Optional, Sequence, Tuple, Union
+
+import torch
+
+from ._ops import add_op_namespace_prefix, ops
+
+Tokens = Union[torch.Tensor, Sequence[int]]
+
+_Tensor = torch.Tensor
+_uint64 = torch.uint64
+_INTEGER_DTYPES = frozenset([torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+                             torch.uint16, torch.uint32, torch.uint64])
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+# The overloads themselves: calling them skips the overload resolution of ops.<name>.
+_verify_greedy = ops.verify_greedy.default
+_accept = ops.accept.default
+_accept_with_uniforms = ops.accept_with_uniforms.default
+
+
+# Argument checks ----------------------------------------------------------------------------
+
+def _kind(x) -> str:
+    if isinstance(x, torch.Tensor):
+        return f"a {x.dtype} tensor of shape {list(x.shape)}"
+    return f"a {type(x).__name__}"
+
+
+def _index(value, what: str) -> int:
+    """`value` as a Python int, with `operator.index` semantics (ints, NumPy integer scalars,
+    0-d integer tensors); a bool is a TypeError. `what` names the argument in messages."""
+    if type(value) is int:
+        return value
+    if isinstance(value, bool):
+        raise TypeError(f"{what} must be an int, got bool")
+    if isinstance(value, torch.Tensor):
+        # Checked here rather than by Tensor.__index__, which takes a bool tensor as 0 or 1
+        # and cannot give the value of a uint64 above 2^63 - 1.
+        if value.dim() != 0 or value.dtype not in _INTEGER_DTYPES:
+            raise TypeError(f"{what} must be an int, got {_kind(value)}")
+        if value.device.type == "meta":
+            raise ValueError(f"{what} must hold a value, got a tensor on meta")
+        return value.item()
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what} must be an int, got {type(value).__name__}") from None
+
+
+def _outside(what: str, where: str, value: int, vocab: Optional[int]) -> str:
+    if vocab is None:
+        return f"{what}[{where}] = {value} is outside the range of token ids [0, 2^63)"
+    return f"{what}[{where}] = {value} is outside the vocabulary [0, {vocab})"
+
+
+def _int_list(seq: Sequence, what: str, vocab: Optional[int] = None) -> List[int]:
+    """The elements of a list or tuple as Python ints that fit in int64 (see `_index`)."""
+    values = [t if type(t) is int else _index(t, f"{what}[{i}]") for i, t in enumerate(seq)]
+    if values and (min(values) < _INT64_MIN or max(values) > _INT64_MAX):
+        i = next(i for i, t in enumerate(values) if not _INT64_MIN <= t <= _INT64_MAX)
+        raise ValueError(_outside(what, str(i), values[i], vocab))
+    return values
+
+
+def _token_tensor(tokens, what: str, vocab: Optional[int] = None) -> torch.Tensor:
+    """Token ids as an integer tensor on the CPU: the tensor itself if it is one (a uint64
+    tensor viewed as int64 once its values are known to fit), else an int64 tensor made
+    from a list or tuple of ints (see `_index`) or from a NumPy-like array.
+
+    Shapes and the vocabulary are left to the caller (the ops check both). `what` names the
+    argument in messages ("spec_verify.accept: draft_tokens", "draft_step's tokens");
+    `vocab`, when known, is quoted in the message for a value beyond int64.
+
+    Raises:
+        TypeError: not a tensor, list, tuple or array; a non-integer (bool included) dtype
+            or element.
+        ValueError: a tensor not on the CPU; a value that does not fit in int64.
+    """
+    if not isinstance(tokens, torch.Tensor):
+        if isinstance(tokens, (list, tuple)):
+            return torch.tensor(_int_list(tokens, what, vocab), dtype=torch.int64).reshape(len(tokens))
+        if hasattr(tokens, "__array__") and not isinstance(tokens, (str, bytes)):
+            # NumPy arrays (and other array-likes), without importing NumPy.
+            try:
+                tokens = torch.as_tensor(tokens)
+            except (TypeError, ValueError, RuntimeError) as e:
+                raise TypeError(f"{what} must be a 1-D integer tensor or a list of ints, got "
+                                f"{type(tokens).__name__} that torch cannot convert ({e})") from None
+        else:
+            raise TypeError(f"{what} must be a 1-D integer tensor or a list of ints, got {type(tokens).__name__}")
+    if tokens.dtype not in _INTEGER_DTYPES:
+        raise TypeError(f"{what} must have an integer dtype, got {tokens.dtype}")
+    if tokens.device.type != "cpu":
+        raise ValueError(f"{what} must be on the CPU, got a tensor on {tokens.device}")
+    if tokens.dtype is _uint64:
+        # torch has no comparison for uint64; the same bits read as int64 are negative
+        # exactly for the values >= 2^63, which no conversion to int64 could keep.
+        signed = tokens.view(torch.int64)
+        bad = (signed < 0).nonzero()
+        if bad.shape[0]:
+            at = tuple(bad[0].tolist())
+            raise ValueError(_outside(what, ", ".join(map(str, at)), tokens[at].item(), vocab))
+        tokens = signed
+    return tokens
+
+
+def _vocab(rows) -> Optional[int]:
+    return rows.shape[1] if isinstance(rows, torch.Tensor) and rows.dim() == 2 else None
+
+
+def _check_on_cpu(op: str, **tensors) -> None:
+    # Checked here, not in C++: a tensor on another device (meta included) would make the
+    # dispatcher skip the CPU kernel altogether. Callers test the common case inline first,
+    # so that a call with good arguments pays a few attribute reads and nothing more.
+    for name, t in tensors.items():
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"spec_verify.{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.device.type != "cpu":
+            raise ValueError(f"spec_verify.{op}: {name} must be on the CPU, got a tensor on {t.device}")
+
+
+# The ops ------------------------------------------------------------------------------------
+#
+# Every wrapper starts with one inline test of the common case (tensors of the right type on
+# the CPU, tokens not uint64), so a call with good tensor arguments costs a few attribute
+# reads before the op; anything else goes through the checks above.
+
+def verify_greedy(target_probs: torch.Tensor, draft_tokens: Tokens) -> Tuple[int, int]:
+    """Greedy (temperature 0) verification of K draft tokens.
+
+    The draft tokens are accepted while each equals the argmax of its row (ties to the
+    lowest index, as `torch.argmax`); the emitted token is the argmax of the first row that
+    misses, or of row K when all match. Rows after that one are never read. The emitted
+    stream equals plain greedy decoding of the target.
+
+    Args:
+        target_probs (`torch.Tensor`): float32 `[K+1, V]` on the CPU, one row per position.
+            Only the argmax of each row is used, so logits work as well as probabilities.
+        draft_tokens (`torch.Tensor` or `list` of `int`): the K draft token ids, in `[0, V)`:
+            a 1-D tensor of any integer dtype, or a list of ints (NumPy integers and 0-d
+            integer tensors included).
+
+    Returns:
+        `Tuple[int, int]`: `(n_accepted, next_token)`; SymInts under `torch.compile`.
+
+    Raises:
+        TypeError: an argument of the wrong type or dtype (bool tokens included).
+        ValueError: a wrong shape, a tensor not on the CPU, a token outside `[0, V)`, or NaN
+            in a row that is read.
+    """
+    if not (type(draft_tokens) is _Tensor and draft_tokens.is_cpu and draft_tokens.dtype is not _uint64):
+        draft_tokens = _token_tensor(draft_tokens, "spec_verify.verify_greedy: draft_tokens", _vocab(target_probs))
+    if not (type(target_probs) is _Tensor and target_probs.is_cpu):
+        _check_on_cpu("verify_greedy", target_probs=target_probs)
+    return _verify_greedy(target_probs, draft_tokens)
+
+
+def accept(
+    target_probs: torch.Tensor,
+    draft_probs: torch.Tensor,
+    draft_tokens: Tokens,
+    generator: Optional[torch.Generator] = None,
+) -> Tuple[int, int]:
+    """Speculative (rejection) sampling of one round (Leviathan et al. 2023, Chen et al. 2023).
+
+    Token i is accepted iff `u_i * q_i(t_i) * P_i < p_i(t_i) * Q_i` (P_i, Q_i the float64
+    masses of the rows, so rows need not be normalised); on the first rejection the emitted
+    token is drawn from the residual `max(0, p_i * Q_i - q_i * P_i)`, and when every draft
+    token is accepted, from `p_K`. The accepted tokens followed by the emitted one have the
+    target's distribution.
+
+    Args:
+        target_probs (`torch.Tensor`): float32 `[K+1, V]` on the CPU, the target's
+            probabilities (unnormalised is fine) at the K+1 positions.
+        draft_probs (`torch.Tensor`): float32 `[K, V]` on the CPU, the draft's probabilities
+            the draft tokens were drawn from.
+        draft_tokens (`torch.Tensor` or `list` of `int`): the K draft token ids, as for
+            `verify_greedy`.
+        generator (`torch.Generator`, *optional*): a CPU generator; exactly K+1 float64
+            uniforms are drawn from it (as `torch.rand` would), whatever the outcome. The
+            default generator when None.
+
+    Returns:
+        `Tuple[int, int]`: `(n_accepted, next_token)`; SymInts under `torch.compile`.
+
+    Raises:
+        TypeError: an argument of the wrong type or dtype.
+        ValueError: a wrong shape, a tensor not on the CPU, a token outside `[0, V)`, or in
+            a row that is read a NaN, negative or infinite value or zero mass. A call that
+            raises leaves the generator as it was.
+    """
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"spec_verify.accept: generator must be a torch.Generator or None, "
+                        f"got {type(generator).__name__}")
+    if not (type(draft_tokens) is _Tensor and draft_tokens.is_cpu and draft_tokens.dtype is not _uint64):
+        draft_tokens = _token_tensor(draft_tokens, "spec_verify.accept: draft_tokens", _vocab(target_probs))
+    if not (type(target_probs) is _Tensor and type(draft_probs) is _Tensor and target_probs.is_cpu
+            and draft_probs.is_cpu):
+        _check_on_cpu("accept", target_probs=target_probs, draft_probs=draft_probs)
+    return _accept(target_probs, draft_probs, draft_tokens, generator)
+
+
+def accept_with_uniforms(
+    target_probs: torch.Tensor,
+    draft_probs: torch.Tensor,
+    draft_tokens: Tokens,
+    uniforms: torch.Tensor,
+) -> Tuple[int, int]:
+    """`accept` with its K+1 uniforms given: a pure function.
+
+    `uniforms[i]` decides position i (accept iff `u_i * q_i(t_i) * P_i < p_i(t_i) * Q_i`);
+    `uniforms[K]` samples the emitted token.
+
+    Args:
+        target_probs (`torch.Tensor`): float32 `[K+1, V]` on the CPU, as for `accept`.
+        draft_probs (`torch.Tensor`): float32 `[K, V]` on the CPU, as for `accept`.
+        draft_tokens (`torch.Tensor` or `list` of `int`): the K draft token ids, as for
+            `verify_greedy`.
+        uniforms (`torch.Tensor`): float64 `[K+1]` on the CPU, each in `[0, 1)`.
+
+    Returns:
+        `Tuple[int, int]`: `(n_accepted, next_token)`; SymInts under `torch.compile`.
+
+    Raises:
+        TypeError: an argument of the wrong type or dtype.
+        ValueError: as for `accept`, and a uniform outside `[0, 1)`.
+    """
+    if not (type(draft_tokens) is _Tensor and draft_tokens.is_cpu and draft_tokens.dtype is not _uint64):
+        draft_tokens = _token_tensor(draft_tokens, "spec_verify.accept_with_uniforms: draft_tokens",
+                                     _vocab(target_probs))
+    _check_on_cpu("accept_with_uniforms", target_probs=target_probs, draft_probs=draft_probs,
+                  uniforms=uniforms)
+    return _accept_with_uniforms(target_probs, draft_probs, draft_tokens, uniforms)
+
+
+def isa() -> str:
+    """The instruction-set path in use.
+
+    Chosen once: `SPEC_VERIFY_ISA` if set, else the best path this CPU can run.
+
+    Returns:
+        `str`: `"neon"`, `"avx2"` or `"scalar"`.
+
+    Raises:
+        ValueError: `SPEC_VERIFY_ISA` names an unknown path or one this CPU cannot run.
+    """
+    return ops.isa()
+
+
+def available_isas() -> List[str]:
+    """The instruction-set paths this build can run on this CPU.
+
+    Returns:
+        `List[str]`: path names, best first; `"scalar"` is always last.
+    """
+    return list(ops.available_isas())
+
+
+def _force_isa(name: str) -> None:
+    """Switch path for this process ("" restores the default). For tests and benchmarks."""
+    ops._force_isa(name)
+
+
+# Fake implementations (torch.compile, opcheck) ---------------------------------------------
+
+@torch.library.register_fake(add_op_namespace_prefix("verify_greedy"))
+def _verify_greedy_fake(target_probs, draft_tokens):
+    ctx = torch.library.get_ctx()
+    return ctx.new_dynamic_size(), ctx.new_dynamic_size()
+
+
+@torch.library.register_fake(add_op_namespace_prefix("accept"))
+def _accept_fake(target_probs, draft_probs, draft_tokens, generator=None):
+    ctx = torch.library.get_ctx()
+    return ctx.new_dynamic_size(), ctx.new_dynamic_size()
+
+
+@torch.library.register_fake(add_op_namespace_prefix("accept_with_uniforms"))
+def _accept_with_uniforms_fake(target_probs, draft_probs, draft_tokens, uniforms):
+    ctx = torch.library.get_ctx()
+    return ctx.new_dynamic_size(), ctx.new_dynamic_size()
+
+
+@torch.library.register_fake(add_op_namespace_prefix("_row_masses"))
+def _row_masses_fake(rows):
+    return rows.new_empty((rows.shape[0],), dtype=torch.float64)
