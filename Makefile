@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAGE := scripts/stage.sh
 export LOCAL_KERNELS := phanerozoic/spec-verify=$(CURDIR)/build
 
-.PHONY: setup build demo test native insn-budget pytest aarch64-env cross-build aarch64 bench clean
+.PHONY: setup build demo test test-fast native insn-budget pytest aarch64-env cross-build aarch64 bench clean
 
 setup: $(VENV)/.requirements-installed
 
@@ -23,7 +23,6 @@ pytest: build
 
 # The development tier: every test but those marked slow (tests/conftest.py), in seconds.
 # `make test`, `make pytest` and CI still run everything.
-.PHONY: test-fast
 test-fast: build
 	@$(STAGE) test-fast $(PY) -m pytest -q -m "not slow" tests
 

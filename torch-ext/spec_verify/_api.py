@@ -255,7 +255,7 @@ def isa() -> str:
     Chosen once: `SPEC_VERIFY_ISA` if set, else the best path this CPU can run.
 
     Returns:
-        `str`: `"neon"`, `"avx2"` or `"scalar"`.
+        `str`: `"neon"`, `"avx512"`, `"avx2"` or `"scalar"`.
 
     Raises:
         ValueError: `SPEC_VERIFY_ISA` names an unknown path or one this CPU cannot run.
