@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 #include "spec_verify.h"
 
@@ -73,6 +74,44 @@ SPEC_VERIFY_INLINE double blocked_mass(Source& source, int64_t n, double* block_
   double mass = 0.0;
   blocked_mass<Lanes>(source, n, &block_mass, &mass);
   return mass;
+}
+
+// Two one-row sources read side by side: a position's target row and its draft row, so a
+// path gets twice the independent add chains. Row needs add16, at and flagged() (true
+// when the row may hold a value row_mass rejects, or one the path's widening cannot take).
+template <class Row>
+struct RowPair {
+  static constexpr int kRows = 2;
+  Row p, q;
+  template <class Lanes>
+  SPEC_VERIFY_INLINE void add16(int64_t v, Lanes* lanes) {
+    p.add16(v, &lanes[0]);
+    q.add16(v, &lanes[1]);
+  }
+  SPEC_VERIFY_INLINE float at(int64_t v, int r) { return r == 0 ? p.at(v, 0) : q.at(v, 0); }
+};
+
+// row_mass_pair on the driver: false (the caller goes row by row) if either row is flagged.
+template <class Lanes, class Row>
+SPEC_VERIFY_INLINE bool blocked_mass_pair(Row p, Row q, int64_t n, double* p_blocks,
+                                          double* q_blocks, double* p_mass, double* q_mass) {
+  RowPair<Row> rows{p, q};
+  double* const blocks[2] = {p_blocks, q_blocks};
+  double masses[2];
+  blocked_mass<Lanes>(rows, n, blocks, masses);
+  if (rows.p.flagged() || rows.q.flagged()) return false;
+  *p_mass = masses[0];
+  *q_mass = masses[1];
+  return true;
+}
+
+// What row_mass accepts: every value in [+0.0, FLT_MAX] (-0.0 counts as zero). The SIMD
+// paths check a row value by value only when their vector check flagged it.
+inline bool valid_mass_row(const float* row, int64_t n) {
+  for (int64_t v = 0; v < n; ++v) {
+    if (!(row[v] >= 0.0f && row[v] <= std::numeric_limits<float>::max())) return false;
+  }
+  return true;
 }
 
 }  // namespace spec_verify

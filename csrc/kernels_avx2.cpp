@@ -165,30 +165,21 @@ struct RowValues {
     tail_high |= std::bit_cast<uint32_t>(row[v]) >= kInfBits;
     return row[v];
   }
+  // True if some value seen was not in [+0.0, FLT_MAX]: some lane of `high` is at or above
+  // kInfBits as an unsigned integer, i.e. max(high, kInfBits) == high there.
+  SPEC_VERIFY_AVX2 bool flagged() const {
+    const __m256i inf = _mm256_set1_epi32(static_cast<int>(kInfBits));
+    return tail_high || _mm256_movemask_epi8(_mm256_cmpeq_epi32(_mm256_max_epu32(high, inf), high)) != 0;
+  }
 };
 
-SPEC_VERIFY_AVX2 bool all_valid(const float* row, int64_t n) {
-  for (int64_t v = 0; v < n; ++v) {
-    if (!(row[v] >= 0.0f && row[v] <= std::numeric_limits<float>::max())) return false;
-  }
-  return true;
-}
-
-// True if some value seen was not in [+0.0, FLT_MAX]: some lane of `high` is at or above
-// kInfBits as an unsigned integer, i.e. max(high, kInfBits) == high there.
-template <bool kClearSigns>
-SPEC_VERIFY_AVX2 bool flagged(const RowValues<kClearSigns>& values) {
-  const __m256i inf = _mm256_set1_epi32(static_cast<int>(kInfBits));
-  return values.tail_high ||
-         _mm256_movemask_epi8(_mm256_cmpeq_epi32(_mm256_max_epu32(values.high, inf), values.high)) != 0;
-}
 
 SPEC_VERIFY_AVX2_KERNEL bool f32_row_mass__avx2(const float* row, int64_t n, double* block_mass,
                                                 double* mass) {
   RowValues<false> values{row, _mm256_setzero_si256(), false};
   double total = blocked_mass<ScaledLanes>(values, n, block_mass);
-  if (flagged(values)) {
-    if (!all_valid(row, n)) return false;
+  if (values.flagged()) {
+    if (!valid_mass_row(row, n)) return false;
     RowValues<true> cleared{row, _mm256_setzero_si256(), false};
     total = blocked_mass<ScaledLanes>(cleared, n, block_mass);
   }
@@ -199,27 +190,12 @@ SPEC_VERIFY_AVX2_KERNEL bool f32_row_mass__avx2(const float* row, int64_t n, dou
 // Both rows of a position side by side: eight accumulation chains instead of four, so the
 // float64 adds are not latency bound. Any row that is not plainly valid (-0.0 included)
 // sends the caller row by row.
-struct PairValues {
-  static constexpr int kRows = 2;
-  RowValues<false> p, q;
-  SPEC_VERIFY_AVX2 void add16(int64_t v, ScaledLanes* lanes) {
-    p.add16(v, &lanes[0]);
-    q.add16(v, &lanes[1]);
-  }
-  SPEC_VERIFY_AVX2 float at(int64_t v, int r) { return r == 0 ? p.at(v, 0) : q.at(v, 0); }
-};
-
 SPEC_VERIFY_AVX2_KERNEL bool f32_row_mass_pair__avx2(const float* p, const float* q, int64_t n,
                                                      double* p_blocks, double* q_blocks,
                                                      double* p_mass, double* q_mass) {
-  PairValues values{{p, _mm256_setzero_si256(), false}, {q, _mm256_setzero_si256(), false}};
-  double* const blocks[2] = {p_blocks, q_blocks};
-  double masses[2];
-  blocked_mass<ScaledLanes>(values, n, blocks, masses);
-  if (flagged(values.p) || flagged(values.q)) return false;
-  *p_mass = masses[0];
-  *q_mass = masses[1];
-  return true;
+  return blocked_mass_pair<ScaledLanes>(RowValues<false>{p, _mm256_setzero_si256(), false},
+                                        RowValues<false>{q, _mm256_setzero_si256(), false}, n,
+                                        p_blocks, q_blocks, p_mass, q_mass);
 }
 
 // The clamp of residual_value() as an integer max with 0: a float's bits are a negative

@@ -133,44 +133,22 @@ struct RowValues {
   }
 };
 
-bool all_valid(const float* row, int64_t n) {
-  for (int64_t v = 0; v < n; ++v) {
-    if (!(row[v] >= 0.0f && row[v] <= std::numeric_limits<float>::max())) return false;
-  }
-  return true;
-}
-
 SPEC_VERIFY_AVX512_KERNEL bool f32_row_mass__avx512(const float* row, int64_t n,
                                                     double* block_mass, double* mass) {
   RowValues values{row, _mm512_setzero_si512(), false};
   const double total = blocked_mass<Avx512Lanes>(values, n, block_mass);
-  if (values.flagged() && !all_valid(row, n)) return false;
+  if (values.flagged() && !valid_mass_row(row, n)) return false;
   *mass = total;
   return true;
 }
 
 // Both rows of a position side by side: more independent add chains.
-struct PairValues {
-  static constexpr int kRows = 2;
-  RowValues p, q;
-  SPEC_VERIFY_AVX512 void add16(int64_t v, Avx512Lanes* lanes) {
-    p.add16(v, &lanes[0]);
-    q.add16(v, &lanes[1]);
-  }
-  SPEC_VERIFY_AVX512 float at(int64_t v, int r) { return r == 0 ? p.at(v, 0) : q.at(v, 0); }
-};
-
 SPEC_VERIFY_AVX512_KERNEL bool f32_row_mass_pair__avx512(const float* p, const float* q, int64_t n,
                                                          double* p_blocks, double* q_blocks,
                                                          double* p_mass, double* q_mass) {
-  PairValues values{{p, _mm512_setzero_si512(), false}, {q, _mm512_setzero_si512(), false}};
-  double* const blocks[2] = {p_blocks, q_blocks};
-  double masses[2];
-  blocked_mass<Avx512Lanes>(values, n, blocks, masses);
-  if (values.p.flagged() || values.q.flagged()) return false;  // the caller goes row by row
-  *p_mass = masses[0];
-  *q_mass = masses[1];
-  return true;
+  return blocked_mass_pair<Avx512Lanes>(RowValues{p, _mm512_setzero_si512(), false},
+                                        RowValues{q, _mm512_setzero_si512(), false}, n,
+                                        p_blocks, q_blocks, p_mass, q_mass);
 }
 
 // The clamp of residual_value() as an integer max with 0: a float's bits are a negative

@@ -58,12 +58,7 @@ bool f32_row_argmax__scalar(const float* row, int64_t n, int64_t* index) {
 }
 
 bool f32_row_mass__scalar(const float* row, int64_t n, double* block_mass, double* mass) {
-  bool ok = true;
-  for (int64_t v = 0; v < n; ++v) {
-    const float x = row[v];
-    ok &= x >= 0.0f && x <= std::numeric_limits<float>::max();
-  }
-  if (!ok) return false;
+  if (!valid_mass_row(row, n)) return false;
   *mass = scalar_mass(n, block_mass, [row](int64_t v) { return row[v]; });
   return true;
 }
