@@ -7,8 +7,13 @@
 
 #if defined(__x86_64__)
 
+// exp_nonpositive (exp_f32.h) is a template without a target attribute that returns
+// vectors; it is always inlined into the kernels, so the ABI note -Wpsabi gives is moot.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 #include "blocked_argmax.h"
 #include "blocked_mass.h"
+#include "exp_f32.h"
 
 #include <immintrin.h>
 
@@ -225,11 +230,95 @@ SPEC_VERIFY_AVX2_KERNEL void f32_residual_mass__avx2(const float* p, const float
   *mass = blocked_mass<ScaledLanes>(values, n, block_mass);
 }
 
+// Note [One exp], 8 lanes.
+struct Avx2Ops {
+  using F = __m256;
+  using I = __m256i;
+  static SPEC_VERIFY_AVX2 F splat(float x) { return _mm256_set1_ps(x); }
+  static SPEC_VERIFY_AVX2 F add(F a, F b) { return _mm256_add_ps(a, b); }
+  static SPEC_VERIFY_AVX2 F sub(F a, F b) { return _mm256_sub_ps(a, b); }
+  static SPEC_VERIFY_AVX2 F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static SPEC_VERIFY_AVX2 F max(F a, F b) { return _mm256_max_ps(a, b); }
+  static SPEC_VERIFY_AVX2 I bits(F x) { return _mm256_castps_si256(x); }
+  static SPEC_VERIFY_AVX2 F from_bits(I i) { return _mm256_castsi256_ps(i); }
+  static SPEC_VERIFY_AVX2 I isplat(int32_t i) { return _mm256_set1_epi32(i); }
+  static SPEC_VERIFY_AVX2 I isub(I a, I b) { return _mm256_sub_epi32(a, b); }
+  static SPEC_VERIFY_AVX2 I iadd(I a, I b) { return _mm256_add_epi32(a, b); }
+  template <int s> static SPEC_VERIFY_AVX2 I srai(I a) { return _mm256_srai_epi32(a, s); }
+  template <int s> static SPEC_VERIFY_AVX2 I slli(I a) { return _mm256_slli_epi32(a, s); }
+  static SPEC_VERIFY_AVX2 F zero_unless_ge(F x, F y, F limit) {
+    return _mm256_and_ps(x, _mm256_cmp_ps(y, limit, _CMP_GE_OQ));
+  }
+};
+
+SPEC_VERIFY_AVX2_KERNEL void f32_row_weights__avx2(const float* x, int64_t n, float temperature,
+                                                   float z_max, float* w) {
+  const __m256 t = _mm256_set1_ps(temperature), m = _mm256_set1_ps(z_max);
+  int64_t v = 0;
+  for (; v + 8 <= n; v += 8) {
+    const __m256 y = _mm256_sub_ps(_mm256_div_ps(_mm256_loadu_ps(x + v), t), m);
+    _mm256_storeu_ps(w + v, exp_nonpositive<Avx2Ops>(y));
+  }
+  for (; v < n; ++v) w[v] = weight(x[v], temperature, z_max);
+}
+
+// r(v) = w(v) >= t ? w(v) : +0.0 (row 0, stored unless r is null) and the w(v) > t (row 1).
+// The masked values carry no sign bit, as the integer widening needs.
+template <bool kStore>
+struct KeepValues {
+  static constexpr int kRows = 2;
+  const float* w;
+  float* r;
+  __m256 vt;
+  float t;
+  SPEC_VERIFY_AVX2 void add16(int64_t v, ScaledLanes* lanes) {
+    const __m256 x = _mm256_loadu_ps(w + v), y = _mm256_loadu_ps(w + v + 8);
+    const __m256 kx = _mm256_and_ps(x, _mm256_cmp_ps(x, vt, _CMP_GE_OQ));
+    const __m256 ky = _mm256_and_ps(y, _mm256_cmp_ps(y, vt, _CMP_GE_OQ));
+    if constexpr (kStore) {
+      _mm256_storeu_ps(r + v, kx);
+      _mm256_storeu_ps(r + v + 8, ky);
+    }
+    lanes[0].add(_mm256_castps_si256(kx), _mm256_castps_si256(ky));
+    lanes[1].add(_mm256_castps_si256(_mm256_and_ps(x, _mm256_cmp_ps(x, vt, _CMP_GT_OQ))),
+                 _mm256_castps_si256(_mm256_and_ps(y, _mm256_cmp_ps(y, vt, _CMP_GT_OQ))));
+  }
+  float at(int64_t v, int row) {
+    const float x = w[v];
+    const float kept = (row == 0 ? x >= t : x > t) ? x : 0.0f;
+    if (kStore && row == 0) r[v] = kept;
+    return kept;
+  }
+};
+
+template <bool kStore>
+SPEC_VERIFY_AVX2 inline void keep_at_least(const float* w, int64_t n, float t, float* r,
+                                           double* r_blocks, double* r_mass, double* above_blocks,
+                                           double* above_mass) {
+  KeepValues<kStore> source{w, r, _mm256_set1_ps(t), t};
+  double* const blocks[2] = {r_blocks, above_blocks};
+  double masses[2];
+  blocked_mass<ScaledLanes>(source, n, blocks, masses);
+  *r_mass = masses[0];
+  *above_mass = masses[1];
+}
+
+SPEC_VERIFY_AVX2_KERNEL void f32_keep_at_least__avx2(const float* w, int64_t n, float t, float* r,
+                                                     double* r_blocks, double* r_mass,
+                                                     double* above_blocks, double* above_mass) {
+  if (r != nullptr) {
+    keep_at_least<true>(w, n, t, r, r_blocks, r_mass, above_blocks, above_mass);
+  } else {
+    keep_at_least<false>(w, n, t, r, r_blocks, r_mass, above_blocks, above_mass);
+  }
+}
+
 }  // namespace
 
 const KernelTable* avx2_kernels() {
   static const KernelTable table{"avx2", f32_row_argmax__avx2, f32_row_mass__avx2,
-                                 f32_row_mass_pair__avx2, f32_residual_mass__avx2};
+                                 f32_row_mass_pair__avx2, f32_residual_mass__avx2,
+                                 f32_row_weights__avx2, f32_keep_at_least__avx2};
   static const bool supported = __builtin_cpu_supports("avx2");
   return supported ? &table : nullptr;
 }

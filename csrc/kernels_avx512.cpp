@@ -7,8 +7,13 @@
 
 #if defined(__x86_64__)
 
+// exp_nonpositive (exp_f32.h) is a template without a target attribute that returns
+// vectors; it is always inlined into the kernels, so the ABI note -Wpsabi gives is moot.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 #include "blocked_argmax.h"
 #include "blocked_mass.h"
+#include "exp_f32.h"
 
 #include <immintrin.h>
 
@@ -176,11 +181,91 @@ SPEC_VERIFY_AVX512_KERNEL void f32_residual_mass__avx512(const float* p, const f
   *mass = blocked_mass<Avx512Lanes>(values, n, block_mass);
 }
 
+// Note [One exp], 16 lanes.
+struct Avx512Ops {
+  using F = __m512;
+  using I = __m512i;
+  static SPEC_VERIFY_AVX512 F splat(float x) { return _mm512_set1_ps(x); }
+  static SPEC_VERIFY_AVX512 F add(F a, F b) { return _mm512_add_ps(a, b); }
+  static SPEC_VERIFY_AVX512 F sub(F a, F b) { return _mm512_sub_ps(a, b); }
+  static SPEC_VERIFY_AVX512 F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static SPEC_VERIFY_AVX512 F max(F a, F b) { return _mm512_max_ps(a, b); }
+  static SPEC_VERIFY_AVX512 I bits(F x) { return _mm512_castps_si512(x); }
+  static SPEC_VERIFY_AVX512 F from_bits(I i) { return _mm512_castsi512_ps(i); }
+  static SPEC_VERIFY_AVX512 I isplat(int32_t i) { return _mm512_set1_epi32(i); }
+  static SPEC_VERIFY_AVX512 I isub(I a, I b) { return _mm512_sub_epi32(a, b); }
+  static SPEC_VERIFY_AVX512 I iadd(I a, I b) { return _mm512_add_epi32(a, b); }
+  template <int s> static SPEC_VERIFY_AVX512 I srai(I a) { return _mm512_srai_epi32(a, s); }
+  template <int s> static SPEC_VERIFY_AVX512 I slli(I a) { return _mm512_slli_epi32(a, s); }
+  static SPEC_VERIFY_AVX512 F zero_unless_ge(F x, F y, F limit) {
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(y, limit, _CMP_GE_OQ), x);
+  }
+};
+
+SPEC_VERIFY_AVX512_KERNEL void f32_row_weights__avx512(const float* x, int64_t n, float temperature,
+                                                       float z_max, float* w) {
+  const __m512 t = _mm512_set1_ps(temperature), m = _mm512_set1_ps(z_max);
+  int64_t v = 0;
+  for (; v + 16 <= n; v += 16) {
+    const __m512 y = _mm512_sub_ps(_mm512_div_ps(_mm512_loadu_ps(x + v), t), m);
+    _mm512_storeu_ps(w + v, exp_nonpositive<Avx512Ops>(y));
+  }
+  for (; v < n; ++v) w[v] = weight(x[v], temperature, z_max);
+}
+
+// r(v) = w(v) >= t ? w(v) : +0.0 (row 0, stored unless r is null) and the w(v) > t (row 1).
+template <bool kStore>
+struct KeepValues {
+  static constexpr int kRows = 2;
+  const float* w;
+  float* r;
+  __m512 vt;
+  float t;
+  SPEC_VERIFY_AVX512 void add16(int64_t v, Avx512Lanes* lanes) {
+    const __m512 x = _mm512_loadu_ps(w + v);
+    const __m512 kept = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, vt, _CMP_GE_OQ), x);
+    const __m512 above = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, vt, _CMP_GT_OQ), x);
+    if constexpr (kStore) _mm512_storeu_ps(r + v, kept);
+    lanes[0].add(_mm512_castps512_ps256(kept), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(kept), 1)));
+    lanes[1].add(_mm512_castps512_ps256(above), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(above), 1)));
+  }
+  float at(int64_t v, int row) {
+    const float x = w[v];
+    const float kept = (row == 0 ? x >= t : x > t) ? x : 0.0f;
+    if (kStore && row == 0) r[v] = kept;
+    return kept;
+  }
+};
+
+template <bool kStore>
+SPEC_VERIFY_AVX512 inline void keep_at_least(const float* w, int64_t n, float t, float* r,
+                                             double* r_blocks, double* r_mass,
+                                             double* above_blocks, double* above_mass) {
+  KeepValues<kStore> source{w, r, _mm512_set1_ps(t), t};
+  double* const blocks[2] = {r_blocks, above_blocks};
+  double masses[2];
+  blocked_mass<Avx512Lanes>(source, n, blocks, masses);
+  *r_mass = masses[0];
+  *above_mass = masses[1];
+}
+
+SPEC_VERIFY_AVX512_KERNEL void f32_keep_at_least__avx512(const float* w, int64_t n, float t,
+                                                         float* r, double* r_blocks,
+                                                         double* r_mass, double* above_blocks,
+                                                         double* above_mass) {
+  if (r != nullptr) {
+    keep_at_least<true>(w, n, t, r, r_blocks, r_mass, above_blocks, above_mass);
+  } else {
+    keep_at_least<false>(w, n, t, r, r_blocks, r_mass, above_blocks, above_mass);
+  }
+}
+
 }  // namespace
 
 const KernelTable* avx512_kernels() {
   static const KernelTable table{"avx512", f32_row_argmax__avx512, f32_row_mass__avx512,
-                                 f32_row_mass_pair__avx512, f32_residual_mass__avx512};
+                                 f32_row_mass_pair__avx512, f32_residual_mass__avx512,
+                                 f32_row_weights__avx512, f32_keep_at_least__avx512};
   static const bool supported = __builtin_cpu_supports("avx512f");
   return supported ? &table : nullptr;
 }

@@ -9,6 +9,7 @@
 
 #include "blocked_argmax.h"
 #include "blocked_mass.h"
+#include "exp_f32.h"
 
 #include <arm_neon.h>
 
@@ -140,13 +141,93 @@ void f32_residual_mass__neon(const float* p, const float* q, float a, float b, i
   *mass = blocked_mass<NeonLanes>(values, n, block_mass);
 }
 
+// Note [One exp], 4 lanes.
+struct NeonOps {
+  using F = float32x4_t;
+  using I = int32x4_t;
+  static F splat(float x) { return vdupq_n_f32(x); }
+  static F add(F a, F b) { return vaddq_f32(a, b); }
+  static F sub(F a, F b) { return vsubq_f32(a, b); }
+  static F mul(F a, F b) { return vmulq_f32(a, b); }
+  static F max(F a, F b) { return vmaxq_f32(a, b); }
+  static I bits(F x) { return vreinterpretq_s32_f32(x); }
+  static F from_bits(I i) { return vreinterpretq_f32_s32(i); }
+  static I isplat(int32_t i) { return vdupq_n_s32(i); }
+  static I isub(I a, I b) { return vsubq_s32(a, b); }
+  static I iadd(I a, I b) { return vaddq_s32(a, b); }
+  template <int s> static I srai(I a) { return vshrq_n_s32(a, s); }
+  template <int s> static I slli(I a) { return vshlq_n_s32(a, s); }
+  static F zero_unless_ge(F x, F y, F limit) {
+    return vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(x), vcgeq_f32(y, limit)));
+  }
+};
+
+void f32_row_weights__neon(const float* x, int64_t n, float temperature, float z_max, float* w) {
+  const float32x4_t t = vdupq_n_f32(temperature), m = vdupq_n_f32(z_max);
+  int64_t v = 0;
+  for (; v + 4 <= n; v += 4) {
+    const float32x4_t y = vsubq_f32(vdivq_f32(vld1q_f32(x + v), t), m);
+    vst1q_f32(w + v, exp_nonpositive<NeonOps>(y));
+  }
+  for (; v < n; ++v) w[v] = weight(x[v], temperature, z_max);
+}
+
+// r(v) = w(v) >= t ? w(v) : +0.0 (row 0, stored unless r is null) and the w(v) > t (row 1).
+template <bool kStore>
+struct KeepValues {
+  static constexpr int kRows = 2;
+  const float* w;
+  float* r;
+  float32x4_t vt;
+  float t;
+  void add16(int64_t v, NeonLanes* lanes) {
+    const float32x4x4_t x = vld1q_f32_x4(w + v);
+    float32x4x4_t kept, above;
+    for (int i = 0; i < 4; ++i) {
+      const uint32x4_t bits = vreinterpretq_u32_f32(x.val[i]);
+      kept.val[i] = vreinterpretq_f32_u32(vandq_u32(bits, vcgeq_f32(x.val[i], vt)));
+      above.val[i] = vreinterpretq_f32_u32(vandq_u32(bits, vcgtq_f32(x.val[i], vt)));
+    }
+    if constexpr (kStore) vst1q_f32_x4(r + v, kept);
+    lanes[0].add(kept);
+    lanes[1].add(above);
+  }
+  float at(int64_t v, int row) {
+    const float x = w[v];
+    const float k = (row == 0 ? x >= t : x > t) ? x : 0.0f;
+    if (kStore && row == 0) r[v] = k;
+    return k;
+  }
+};
+
+template <bool kStore>
+void keep_at_least(const float* w, int64_t n, float t, float* r, double* r_blocks, double* r_mass,
+                   double* above_blocks, double* above_mass) {
+  KeepValues<kStore> source{w, r, vdupq_n_f32(t), t};
+  double* const blocks[2] = {r_blocks, above_blocks};
+  double masses[2];
+  blocked_mass<NeonLanes>(source, n, blocks, masses);
+  *r_mass = masses[0];
+  *above_mass = masses[1];
+}
+
+void f32_keep_at_least__neon(const float* w, int64_t n, float t, float* r, double* r_blocks,
+                             double* r_mass, double* above_blocks, double* above_mass) {
+  if (r != nullptr) {
+    keep_at_least<true>(w, n, t, r, r_blocks, r_mass, above_blocks, above_mass);
+  } else {
+    keep_at_least<false>(w, n, t, r, r_blocks, r_mass, above_blocks, above_mass);
+  }
+}
+
 }  // namespace
 
 const KernelTable* neon_kernels() {
   // No row_mass_pair: with eight 2-wide accumulators per row the NEON mass loop is not
   // latency bound, so reading a pair of rows side by side would gain nothing.
   static const KernelTable table{"neon", f32_row_argmax__neon, f32_row_mass__neon,
-                                 /*row_mass_pair=*/nullptr, f32_residual_mass__neon};
+                                 /*row_mass_pair=*/nullptr, f32_residual_mass__neon,
+                                 f32_row_weights__neon, f32_keep_at_least__neon};
   return &table;
 }
 

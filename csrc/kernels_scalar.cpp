@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "blocked_mass.h"
+#include "exp_f32.h"
 #include "spec_verify.h"
 
 namespace spec_verify {
@@ -68,11 +69,51 @@ void f32_residual_mass__scalar(const float* p, const float* q, float a, float b,
   *mass = scalar_mass(n, block_mass, [=](int64_t v) { return residual_value(p[v], q[v], a, b); });
 }
 
+void f32_row_weights__scalar(const float* x, int64_t n, float temperature, float z_max, float* w) {
+  for (int64_t v = 0; v < n; ++v) w[v] = weight(x[v], temperature, z_max);
+}
+
+// r(v) = w(v) >= t ? w(v) : 0 (row 0, stored unless r is null) and w(v) > t ? w(v) : 0 (row 1).
+struct KeepValues {
+  static constexpr int kRows = 2;
+  const float* w;
+  float* r;
+  float t;
+  float value(int64_t v, int row) const {
+    const float x = w[v];
+    return (row == 0 ? x >= t : x > t) ? x : 0.0f;
+  }
+  void add16(int64_t v, ScalarLanes* lanes) {
+    for (int j = 0; j < kLanes; ++j) {
+      const float kept = value(v + j, 0);
+      if (r != nullptr) r[v + j] = kept;
+      lanes[0].l[j] += static_cast<double>(kept);
+      lanes[1].l[j] += static_cast<double>(value(v + j, 1));
+    }
+  }
+  float at(int64_t v, int row) {
+    const float x = value(v, row);
+    if (row == 0 && r != nullptr) r[v] = x;
+    return x;
+  }
+};
+
+void f32_keep_at_least__scalar(const float* w, int64_t n, float t, float* r, double* r_blocks,
+                               double* r_mass, double* above_blocks, double* above_mass) {
+  KeepValues source{w, r, t};
+  double* const blocks[2] = {r_blocks, above_blocks};
+  double masses[2];
+  blocked_mass<ScalarLanes>(source, n, blocks, masses);
+  *r_mass = masses[0];
+  *above_mass = masses[1];
+}
+
 }  // namespace
 
 const KernelTable& scalar_kernels() {
   static const KernelTable table{"scalar", f32_row_argmax__scalar, f32_row_mass__scalar,
-                                 /*row_mass_pair=*/nullptr, f32_residual_mass__scalar};
+                                 /*row_mass_pair=*/nullptr, f32_residual_mass__scalar,
+                                 f32_row_weights__scalar, f32_keep_at_least__scalar};
   return table;
 }
 

@@ -41,6 +41,30 @@ inline int64_t num_blocks(int64_t n) { return (n + kMassBlock - 1) / kMassBlock;
 // -ffp-contract=off), and the clamp maps every value that is not > 0 to +0.0, so each r'(v)
 // is the same float on every path; the float64 sums then follow Note [Canonical mass order].
 
+// Note [Warping]
+// Logits become an unnormalised row by one warp, a pure function of the row and
+// WarpParams, applied identically to every row a round reads (target and draft alike):
+// 1. z(v) = x(v) / temperature (float32 division); -inf is a masked token; NaN, +inf, a
+//    row with no finite value, or a z that overflows to +inf are errors.
+// 2. w(v) = exp(z(v) - max z) in float32 by exp_nonpositive (Note [One exp], exp_f32.h):
+//    the largest weight is exactly 1.
+// 3. top_k (0 = off): keep v iff fewer than top_k tokens have z strictly greater than z(v)
+//    (ties at the k-th value are kept).
+// 4. top_p (1 = off): among the kept, keep v iff the mass of kept tokens with w strictly
+//    greater than w(v) is < top_p * the mass of all kept; masses in the canonical order
+//    (Note [Canonical mass order]) with the others as +0.0, so a tie group at the cutoff
+//    is kept whole and the kept set is the same on every path. The cutoff is found
+//    without sorting the row and always confirmed by exact masses (warp.cpp).
+// 5. min_p (0 = off): keep v iff w(v) >= min_p.
+// The warped row r(v) = w(v) on the kept set, +0.0 elsewhere, is an ordinary unnormalised
+// row. Temperature 0 means greedy: the argmax of x (callers never warp then).
+struct WarpParams {
+  float temperature = 1.0f;
+  int64_t top_k = 0;
+  double top_p = 1.0;
+  double min_p = 0.0;
+};
+
 // One instruction set's kernels. Each is a pure function of its arguments.
 struct KernelTable {
   const char* name;
@@ -59,6 +83,14 @@ struct KernelTable {
   // The rows were validated by row_mass.
   void (*residual_mass)(const float* p, const float* q, float a, float b, int64_t n,
                         double* block_mass, double* mass);
+  // w(v) = exp_nonpositive(x(v) / temperature - z_max) for every v (Note [One exp]);
+  // z_max is the largest x(v) / temperature, finite; x holds no NaN and no +inf.
+  void (*row_weights)(const float* x, int64_t n, float temperature, float z_max, float* w);
+  // For weights w (finite, >= +0.0): r(v) = w(v) >= t ? w(v) : +0.0 into r (which may be
+  // w, or nullptr to write nothing), r's block masses and mass, and the mass of the
+  // w(v) > t (others +0.0), whose block masses go to above_blocks; canonical masses.
+  void (*keep_at_least)(const float* w, int64_t n, float t, float* r, double* r_blocks,
+                        double* r_mass, double* above_blocks, double* above_mass);
 };
 
 // ---- instruction sets and their selection (dispatch.cpp) --------------------------------
@@ -84,14 +116,16 @@ struct Rows {
   const float* row(int64_t i) const { return data + i * stride; }
 };
 
-enum class InputError : int { kNone = 0, kNaN, kNegative, kInfinite, kZeroMass };
+// kNoFinite: a logits row whose values are all -inf; kOverflow: a logit whose division
+// by the temperature overflows to +inf.
+enum class InputError : int { kNone = 0, kNaN, kNegative, kInfinite, kZeroMass, kNoFinite, kOverflow };
 
 struct Outcome {
   int64_t n_accepted = 0;
   int64_t token = -1;
   // Set when a row that was read is malformed; n_accepted/token are then meaningless.
   InputError error = InputError::kNone;
-  bool in_draft = false;  // which tensor: draft_probs (true) or target_probs (false)
+  bool in_draft = false;  // which tensor: the draft's rows (true) or the target's (false)
   int64_t row = -1;
   int64_t col = -1;  // first offending element (-1 for kZeroMass)
   float value = 0.0f;
@@ -106,6 +140,30 @@ Outcome verify_greedy_round(const KernelTable& kt, Rows target, const int64_t* t
 // Reads target rows 0..i and draft rows 0..min(i, k-1) only, where i decides the round.
 Outcome accept_round(const KernelTable& kt, Rows target, Rows draft, const int64_t* tokens,
                      const double* uniforms, int64_t k, int64_t vocab);
+
+// ---- warping (warp.cpp): Note [Warping] on raw rows -------------------------------------
+// A warped row: r(v) in `values` (n floats), its block masses and its mass.
+struct WarpedRow {
+  float* values;
+  double* blocks;
+  double mass;
+};
+
+// Warps logits row x (n values) into out (buffers of n floats and num_blocks(n) doubles,
+// owned by the caller). params.temperature > 0. Returns kNone, or the error of a malformed
+// row (kNaN, kInfinite for +inf, kNoFinite, kOverflow) with its column and value.
+Outcome warp_row(const KernelTable& kt, const float* x, int64_t n, const WarpParams& params,
+                 WarpedRow* out);
+
+// One token from warped logits row x with uniform u in [0, 1); temperature 0: the argmax.
+Outcome sample_round(const KernelTable& kt, const float* x, int64_t n, const WarpParams& params,
+                     double u);
+
+// accept_round on the warped rows of target and draft logits (temperature > 0), warped as
+// they are read: rows after the deciding position are never read.
+Outcome accept_logits_round(const KernelTable& kt, Rows target, Rows draft, const int64_t* tokens,
+                            const double* uniforms, int64_t k, int64_t vocab,
+                            const WarpParams& params);
 
 // r'(v) of Note [Residual in float32]: the one definition every path reproduces.
 inline float residual_value(float p, float q, float a, float b) {

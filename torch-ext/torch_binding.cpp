@@ -57,13 +57,13 @@ at::Tensor checked_rows(const char* op, const char* name, const at::Tensor& t, i
 
 // The K draft tokens as int64 values in [0, V).
 std::vector<int64_t> checked_tokens(const char* op, const at::Tensor& t, int64_t k,
-                                    int64_t vocab) {
+                                    int64_t vocab, const char* target_name = "target_probs") {
   check_cpu(op, "draft_tokens", t);
   TORCH_CHECK_TYPE(at::isIntegralType(t.scalar_type(), /*includeBool=*/false), "spec_verify.",
                    op, ": draft_tokens must have an integer dtype, got ", dtype_name(t.scalar_type()));
   TORCH_CHECK_VALUE(t.dim() == 1 && t.size(0) == k, "spec_verify.", op,
                     ": draft_tokens must have shape [K] = [", k,
-                    "] (K = target_probs.shape[0] - 1), got ", shape_of(t));
+                    "] (K = ", target_name, ".shape[0] - 1), got ", shape_of(t));
   const at::Tensor values = t.to(at::kLong).contiguous();
   const int64_t* data = values.data_ptr<int64_t>();
   std::vector<int64_t> tokens(data, data + k);
@@ -74,36 +74,52 @@ std::vector<int64_t> checked_tokens(const char* op, const at::Tensor& t, int64_t
   return tokens;
 }
 
-int64_t checked_k(const char* op, const at::Tensor& target_probs) {
-  check_cpu(op, "target_probs", target_probs);
-  TORCH_CHECK_VALUE(target_probs.dim() == 2 && target_probs.size(0) >= 1 &&
-                        target_probs.size(1) >= 1,
-                    "spec_verify.", op,
-                    ": target_probs must be 2-D [K+1, V] with K >= 0 and V >= 1, got shape ",
-                    shape_of(target_probs));
-  return target_probs.size(0) - 1;
+int64_t checked_k(const char* op, const at::Tensor& target, const char* name = "target_probs") {
+  check_cpu(op, name, target);
+  TORCH_CHECK_VALUE(target.dim() == 2 && target.size(0) >= 1 && target.size(1) >= 1,
+                    "spec_verify.", op, ": ", name,
+                    " must be 2-D [K+1, V] with K >= 0 and V >= 1, got shape ", shape_of(target));
+  return target.size(0) - 1;
 }
 
 sv::Rows rows_of(const at::Tensor& t) {
   return sv::Rows{t.data_ptr<float>(), t.size(0) > 1 ? t.stride(0) : 0};
 }
 
-// Turns a malformed row found by a round into the exception the user sees.
-void raise_if_bad(const char* op, const sv::Outcome& out) {
+// Turns a malformed row found by a round into the exception the user sees. Probability
+// rows (accept) and logits rows (the warping ops) are named by their arguments.
+struct RowNames {
+  const char* target;
+  const char* draft;
+  bool logits;
+};
+constexpr RowNames kProbs{"target_probs", "draft_probs", false};
+constexpr RowNames kLogits{"target_logits", "draft_logits", true};
+
+void raise_if_bad(const char* op, const sv::Outcome& out, const RowNames& names = kProbs) {
   if (out.error == sv::InputError::kNone) return;
-  const char* name = out.in_draft ? "draft_probs" : "target_probs";
+  const char* name = out.in_draft ? names.draft : names.target;
   if (out.error == sv::InputError::kZeroMass) {
     TORCH_CHECK_VALUE(false, "spec_verify.", op, ": ", name, "[", out.row,
                       "] has zero mass (every entry is 0); a row must have positive mass");
   }
+  if (out.error == sv::InputError::kNoFinite) {
+    TORCH_CHECK_VALUE(false, "spec_verify.", op, ": ", name, "[", out.row,
+                      "] has no finite value (every entry is -inf)");
+  }
+  if (out.error == sv::InputError::kOverflow) {
+    TORCH_CHECK_VALUE(false, "spec_verify.", op, ": ", name, "[", out.row, ", ", out.col, "] = ",
+                      out.value, " divided by the temperature overflows float32; use a larger "
+                      "temperature (or 0 for greedy)");
+  }
   const char* what = out.error == sv::InputError::kNaN        ? "NaN"
                      : out.error == sv::InputError::kNegative ? "negative"
                                                               : "infinite";
+  const char* rule = out.error == sv::InputError::kNaN ? ""
+                     : names.logits ? "; logits may be -inf (a masked token) but not +inf"
+                                    : "; probabilities must be finite and non-negative";
   TORCH_CHECK_VALUE(false, "spec_verify.", op, ": ", name, "[", out.row, ", ", out.col, "] = ",
-                    out.value, " is ", what,
-                    out.error == sv::InputError::kNaN
-                        ? ""
-                        : "; probabilities must be finite and non-negative");
+                    out.value, " is ", what, rule);
 }
 
 std::tuple<c10::SymInt, c10::SymInt> result(const sv::Outcome& out) {
@@ -127,6 +143,25 @@ AcceptArgs checked_accept_args(const char* op, const at::Tensor& target_probs,
   return a;
 }
 
+// Uniforms given by the caller: float64, `count` of them (shape [count], or [] for one when
+// `scalar`), each in [0, 1). Returns them contiguous.
+at::Tensor checked_uniforms(const char* op, const at::Tensor& uniforms, int64_t count,
+                            const std::string& expected, bool scalar = false) {
+  check_cpu(op, "uniforms", uniforms);
+  TORCH_CHECK_TYPE(uniforms.scalar_type() == at::kDouble, "spec_verify.", op,
+                   ": uniforms must have dtype torch.float64, got ", dtype_name(uniforms.scalar_type()));
+  TORCH_CHECK_VALUE(scalar ? uniforms.dim() == 0 : (uniforms.dim() == 1 && uniforms.size(0) == count),
+                    "spec_verify.", op, ": uniforms must have shape ", expected, ", got ",
+                    shape_of(uniforms));
+  const at::Tensor u = uniforms.contiguous();
+  const double* ud = u.data_ptr<double>();
+  for (int64_t i = 0; i < count; ++i) {
+    TORCH_CHECK_VALUE(ud[i] >= 0.0 && ud[i] < 1.0, "spec_verify.", op, ": uniforms[", i, "] = ",
+                      ud[i], " is outside [0, 1)");
+  }
+  return u;
+}
+
 sv::Outcome run_accept(const AcceptArgs& a, const double* uniforms) {
   return sv::accept_round(kernels(), rows_of(a.target), rows_of(a.draft), a.tokens.data(),
                           uniforms, a.k, a.vocab);
@@ -146,32 +181,43 @@ std::tuple<c10::SymInt, c10::SymInt> verify_greedy(const at::Tensor& target_prob
   return result(out);
 }
 
+namespace {
+
+// Runs run(uniforms) with `count` float64 uniforms drawn from the generator: the stream
+// torch.rand(count, dtype=torch.float64, generator=generator) gives (one random64() per
+// value, in order), drawn without a tensor. The engine is kept so that a malformed row,
+// found only as rows are read, can put the generator back: a call that raises changes
+// nothing.
+template <class Run>
+sv::Outcome with_uniforms(const char* op, const std::optional<at::Generator>& generator,
+                          int64_t count, Run run) {
+  kernels();  // a bad SPEC_VERIFY_ISA raises here, before anything is drawn
+  at::Generator gen = generator.has_value() && generator->defined()
+                          ? *generator
+                          : at::detail::getDefaultCPUGenerator();
+  TORCH_CHECK_VALUE(gen.device().is_cpu(), "spec_verify.", op, ": generator must be a CPU ",
+                    "torch.Generator, got one on ", gen.device());
+  auto* engine = at::check_generator<at::CPUGeneratorImpl>(gen);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  const at::mt19937 saved = engine->engine();
+  c10::SmallVector<double, 16> uniforms(static_cast<size_t>(count));
+  at::uniform_real_distribution<double> uniform(0.0, 1.0);  // not const: torch 2.10's operator() is not
+  for (double& u : uniforms) u = uniform(engine);
+  const sv::Outcome out = run(uniforms.data());
+  if (out.error != sv::InputError::kNone) engine->set_engine(saved);
+  return out;
+}
+
+}  // namespace
+
 std::tuple<c10::SymInt, c10::SymInt> accept(const at::Tensor& target_probs,
                                             const at::Tensor& draft_probs,
                                             const at::Tensor& draft_tokens,
                                             const std::optional<at::Generator>& generator) {
   const char* op = "accept";
   const AcceptArgs a = checked_accept_args(op, target_probs, draft_probs, draft_tokens);
-  at::Generator gen = generator.has_value() && generator->defined()
-                          ? *generator
-                          : at::detail::getDefaultCPUGenerator();
-  TORCH_CHECK_VALUE(gen.device().is_cpu(), "spec_verify.accept: generator must be a CPU ",
-                    "torch.Generator, got one on ", gen.device());
-  auto* engine = at::check_generator<at::CPUGeneratorImpl>(gen);
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  // Exactly K+1 float64 uniforms per call: the stream torch.rand(K+1, dtype=torch.float64,
-  // generator=generator) gives (one random64() per value, in order), drawn without a tensor.
-  // The engine is kept so that a malformed row, found only as rows are read, can put the
-  // generator back: a call that raises changes nothing.
-  const at::mt19937 saved = engine->engine();
-  c10::SmallVector<double, 16> uniforms(static_cast<size_t>(a.k + 1));
-  at::uniform_real_distribution<double> uniform(0.0, 1.0);  // not const: torch 2.10's operator() is not
-  for (double& u : uniforms) u = uniform(engine);
-  const sv::Outcome out = run_accept(a, uniforms.data());
-  if (out.error != sv::InputError::kNone) {
-    engine->set_engine(saved);
-    raise_if_bad(op, out);
-  }
+  const sv::Outcome out = with_uniforms(op, generator, a.k + 1, [&](const double* u) { return run_accept(a, u); });
+  raise_if_bad(op, out);
   return result(out);
 }
 
@@ -181,19 +227,197 @@ std::tuple<c10::SymInt, c10::SymInt> accept_with_uniforms(const at::Tensor& targ
                                                           const at::Tensor& uniforms) {
   const char* op = "accept_with_uniforms";
   const AcceptArgs a = checked_accept_args(op, target_probs, draft_probs, draft_tokens);
-  check_cpu(op, "uniforms", uniforms);
-  TORCH_CHECK_TYPE(uniforms.scalar_type() == at::kDouble, "spec_verify.", op,
-                   ": uniforms must have dtype torch.float64, got ", dtype_name(uniforms.scalar_type()));
-  TORCH_CHECK_VALUE(uniforms.dim() == 1 && uniforms.size(0) == a.k + 1, "spec_verify.", op,
-                    ": uniforms must have shape [K+1] = [", a.k + 1, "], got ", shape_of(uniforms));
-  const at::Tensor u = uniforms.contiguous();
+  const at::Tensor u = checked_uniforms(op, uniforms, a.k + 1, "[K+1] = [" + std::to_string(a.k + 1) + "]");
   const double* ud = u.data_ptr<double>();
-  for (int64_t i = 0; i <= a.k; ++i) {
-    TORCH_CHECK_VALUE(ud[i] >= 0.0 && ud[i] < 1.0, "spec_verify.", op, ": uniforms[", i, "] = ",
-                      ud[i], " is outside [0, 1)");
-  }
   const sv::Outcome out = run_accept(a, ud);
   raise_if_bad(op, out);
+  return result(out);
+}
+
+// ---- logits in: Note [Warping] -----------------------------------------------------------
+namespace {
+
+sv::WarpParams checked_params(const char* op, double temperature, int64_t top_k, double top_p,
+                              double min_p) {
+  TORCH_CHECK_VALUE(temperature >= 0.0 && std::isfinite(temperature), "spec_verify.", op,
+                    ": temperature must be a finite number >= 0 (0 = greedy), got ", temperature);
+  sv::WarpParams p;
+  p.temperature = static_cast<float>(temperature);
+  TORCH_CHECK_VALUE(temperature == 0.0 || p.temperature > 0.0f, "spec_verify.", op,
+                    ": temperature = ", temperature, " is positive but rounds to 0 in float32; "
+                    "use 0 for greedy or a larger temperature");
+  TORCH_CHECK_VALUE(top_k >= 0, "spec_verify.", op, ": top_k must be >= 0 (0 = off), got ", top_k);
+  TORCH_CHECK_VALUE(top_p > 0.0 && top_p <= 1.0, "spec_verify.", op,
+                    ": top_p must be in (0, 1] (1 = off), got ", top_p);
+  TORCH_CHECK_VALUE(min_p >= 0.0 && min_p < 1.0, "spec_verify.", op,
+                    ": min_p must be in [0, 1) (0 = off), got ", min_p);
+  p.top_k = top_k;
+  p.top_p = top_p;
+  p.min_p = min_p;
+  return p;
+}
+
+// A float32 logits tensor [V] or [R, V] with V >= 1, as [R, V] with unit stride along V.
+at::Tensor checked_logits(const char* op, const char* name, const at::Tensor& t) {
+  check_cpu(op, name, t);
+  TORCH_CHECK_TYPE(t.scalar_type() == at::kFloat, "spec_verify.", op, ": ", name,
+                   " must have dtype torch.float32, got ", dtype_name(t.scalar_type()),
+                   " (convert with .float(); half types are not supported yet)");
+  TORCH_CHECK_VALUE((t.dim() == 1 || t.dim() == 2) && t.size(-1) >= 1, "spec_verify.", op, ": ", name,
+                    " must be [V] or [R, V] with V >= 1, got shape ", shape_of(t));
+  const at::Tensor rows = t.dim() == 1 ? t.unsqueeze(0) : t;
+  return rows.stride(1) == 1 ? rows : rows.contiguous();
+}
+
+struct WarpBuffers {
+  std::vector<float> values;
+  std::vector<double> blocks;
+  explicit WarpBuffers(int64_t vocab) : values(vocab), blocks(sv::num_blocks(vocab)) {}
+};
+
+// One row of sample/sample_with_uniforms: the token, or the row's error.
+sv::Outcome sample_row(const at::Tensor& rows, int64_t i, const sv::WarpParams& params, double u) {
+  const int64_t vocab = rows.size(1);
+  sv::Outcome out = sv::sample_round(kernels(), rows.data_ptr<float>() + i * rows.stride(0), vocab, params, u);
+  out.row = i;
+  return out;
+}
+
+at::Tensor sample_rows(const char* op, const at::Tensor& logits, const sv::WarpParams& params,
+                       const double* uniforms) {
+  const at::Tensor rows = checked_logits(op, "logits", logits);
+  at::Tensor tokens = at::empty({rows.size(0)}, at::TensorOptions().dtype(at::kLong));
+  int64_t* out = tokens.data_ptr<int64_t>();
+  for (int64_t i = 0; i < rows.size(0); ++i) {
+    const sv::Outcome o = sample_row(rows, i, params, uniforms == nullptr ? 0.0 : uniforms[i]);
+    raise_if_bad(op, o, RowNames{"logits", "logits", true});
+    out[i] = o.token;
+  }
+  return logits.dim() == 1 ? tokens.squeeze(0) : tokens;
+}
+
+struct LogitsArgs {
+  at::Tensor target, draft;
+  std::vector<int64_t> tokens;
+  int64_t k, vocab;
+  bool greedy;
+};
+
+LogitsArgs checked_logits_args(const char* op, const at::Tensor& target_logits,
+                               const std::optional<at::Tensor>& draft_logits,
+                               const at::Tensor& draft_tokens, const sv::WarpParams& params) {
+  LogitsArgs a;
+  a.k = checked_k(op, target_logits, "target_logits");
+  a.vocab = target_logits.size(1);
+  a.greedy = params.temperature == 0.0f;
+  a.target = checked_rows(op, "target_logits", target_logits, a.k + 1, a.vocab, "[K+1, V]");
+  if (!a.greedy) {
+    TORCH_CHECK_VALUE(draft_logits.has_value() && draft_logits->defined(), "spec_verify.", op,
+                      ": draft_logits=None (drafts without probabilities) is not supported yet; "
+                      "pass the draft's logits [K, V], or temperature=0 for greedy verification");
+    a.draft = checked_rows(op, "draft_logits", *draft_logits, a.k, a.vocab, "[K, V]");
+  }
+  a.tokens = checked_tokens(op, draft_tokens, a.k, a.vocab, "target_logits");
+  return a;
+}
+
+sv::Outcome run_accept_logits(const LogitsArgs& a, const double* uniforms, const sv::WarpParams& params) {
+  if (a.greedy) return sv::verify_greedy_round(kernels(), rows_of(a.target), a.tokens.data(), a.k, a.vocab);
+  return sv::accept_logits_round(kernels(), rows_of(a.target), rows_of(a.draft), a.tokens.data(),
+                                 uniforms, a.k, a.vocab, params);
+}
+
+}  // namespace
+
+at::Tensor warp(const at::Tensor& logits, double temperature, int64_t top_k, double top_p,
+                double min_p) {
+  const char* op = "warp";
+  const sv::WarpParams params = checked_params(op, temperature, top_k, top_p, min_p);
+  const at::Tensor rows = checked_logits(op, "logits", logits);
+  const int64_t n = rows.size(0), vocab = rows.size(1);
+  at::Tensor out = at::zeros({n, vocab}, at::TensorOptions().dtype(at::kFloat));
+  const sv::KernelTable& kt = kernels();
+  WarpBuffers buffers(vocab);
+  for (int64_t i = 0; i < n; ++i) {
+    const float* x = rows.data_ptr<float>() + i * rows.stride(0);
+    float* o = out.data_ptr<float>() + i * vocab;
+    if (params.temperature == 0.0f) {
+      int64_t best = 0;
+      if (!kt.row_argmax(x, vocab, &best)) {
+        sv::Outcome bad = sv::sample_round(kt, x, vocab, params, 0.0);  // locates the NaN
+        bad.row = i;
+        raise_if_bad(op, bad, RowNames{"logits", "logits", true});
+      }
+      o[best] = 1.0f;
+      continue;
+    }
+    sv::WarpedRow w{buffers.values.data(), buffers.blocks.data(), 0.0};
+    sv::Outcome bad = sv::warp_row(kt, x, vocab, params, &w);
+    bad.row = i;
+    raise_if_bad(op, bad, RowNames{"logits", "logits", true});
+    for (int64_t v = 0; v < vocab; ++v) o[v] = static_cast<float>(static_cast<double>(w.values[v]) / w.mass);
+  }
+  return logits.dim() == 1 ? out.squeeze(0) : out;
+}
+
+at::Tensor sample(const at::Tensor& logits, double temperature, int64_t top_k, double top_p,
+                  double min_p, const std::optional<at::Generator>& generator) {
+  const char* op = "sample";
+  const sv::WarpParams params = checked_params(op, temperature, top_k, top_p, min_p);
+  const at::Tensor rows = checked_logits(op, "logits", logits);
+  if (params.temperature == 0.0f) return sample_rows(op, logits, params, nullptr);  // no uniform
+  at::Tensor tokens;
+  const sv::Outcome out = with_uniforms(op, generator, rows.size(0), [&](const double* u) {
+    // Rows are checked first, so that a malformed one puts the generator back.
+    for (int64_t i = 0; i < rows.size(0); ++i) {
+      const sv::Outcome o = sample_row(rows, i, params, u[i]);
+      if (o.error != sv::InputError::kNone) return o;
+    }
+    tokens = sample_rows(op, logits, params, u);
+    return sv::Outcome{};
+  });
+  raise_if_bad(op, out, RowNames{"logits", "logits", true});
+  return tokens;
+}
+
+at::Tensor sample_with_uniforms(const at::Tensor& logits, const at::Tensor& uniforms,
+                                double temperature, int64_t top_k, double top_p, double min_p) {
+  const char* op = "sample_with_uniforms";
+  const sv::WarpParams params = checked_params(op, temperature, top_k, top_p, min_p);
+  const at::Tensor rows = checked_logits(op, "logits", logits);
+  const int64_t n = rows.size(0);
+  const at::Tensor u = checked_uniforms(op, uniforms, n,
+                                        logits.dim() == 1 ? std::string("[] (one row)")
+                                                          : "[R] = [" + std::to_string(n) + "]",
+                                        logits.dim() == 1);
+  return sample_rows(op, logits, params, u.data_ptr<double>());
+}
+
+std::tuple<c10::SymInt, c10::SymInt> accept_logits(const at::Tensor& target_logits,
+                                                   const std::optional<at::Tensor>& draft_logits,
+                                                   const at::Tensor& draft_tokens, double temperature,
+                                                   int64_t top_k, double top_p, double min_p,
+                                                   const std::optional<at::Generator>& generator) {
+  const char* op = "accept_logits";
+  const sv::WarpParams params = checked_params(op, temperature, top_k, top_p, min_p);
+  const LogitsArgs a = checked_logits_args(op, target_logits, draft_logits, draft_tokens, params);
+  const sv::Outcome out =
+      a.greedy ? run_accept_logits(a, nullptr, params)
+               : with_uniforms(op, generator, a.k + 1, [&](const double* u) { return run_accept_logits(a, u, params); });
+  raise_if_bad(op, out, kLogits);
+  return result(out);
+}
+
+std::tuple<c10::SymInt, c10::SymInt> accept_logits_with_uniforms(
+    const at::Tensor& target_logits, const std::optional<at::Tensor>& draft_logits,
+    const at::Tensor& draft_tokens, const at::Tensor& uniforms, double temperature, int64_t top_k,
+    double top_p, double min_p) {
+  const char* op = "accept_logits_with_uniforms";
+  const sv::WarpParams params = checked_params(op, temperature, top_k, top_p, min_p);
+  const LogitsArgs a = checked_logits_args(op, target_logits, draft_logits, draft_tokens, params);
+  const at::Tensor u = checked_uniforms(op, uniforms, a.k + 1, "[K+1] = [" + std::to_string(a.k + 1) + "]");
+  const sv::Outcome out = run_accept_logits(a, u.data_ptr<double>(), params);
+  raise_if_bad(op, out, kLogits);
   return result(out);
 }
 
@@ -236,6 +460,23 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def("accept_with_uniforms(Tensor target_probs, Tensor draft_probs, Tensor draft_tokens, "
           "Tensor uniforms) -> (SymInt, SymInt)");
   ops.impl("accept_with_uniforms", c10::kCPU, &accept_with_uniforms);
+  ops.def("warp(Tensor logits, float temperature=1.0, int top_k=0, float top_p=1.0, "
+          "float min_p=0.0) -> Tensor");
+  ops.impl("warp", c10::kCPU, &warp);
+  ops.def("sample(Tensor logits, float temperature=1.0, int top_k=0, float top_p=1.0, "
+          "float min_p=0.0, Generator? generator=None) -> Tensor");
+  ops.impl("sample", c10::kCPU, &sample);
+  ops.def("sample_with_uniforms(Tensor logits, Tensor uniforms, float temperature=1.0, int top_k=0, "
+          "float top_p=1.0, float min_p=0.0) -> Tensor");
+  ops.impl("sample_with_uniforms", c10::kCPU, &sample_with_uniforms);
+  ops.def("accept_logits(Tensor target_logits, Tensor? draft_logits, Tensor draft_tokens, "
+          "float temperature=1.0, int top_k=0, float top_p=1.0, float min_p=0.0, "
+          "Generator? generator=None) -> (SymInt, SymInt)");
+  ops.impl("accept_logits", c10::kCPU, &accept_logits);
+  ops.def("accept_logits_with_uniforms(Tensor target_logits, Tensor? draft_logits, "
+          "Tensor draft_tokens, Tensor uniforms, float temperature=1.0, int top_k=0, "
+          "float top_p=1.0, float min_p=0.0) -> (SymInt, SymInt)");
+  ops.impl("accept_logits_with_uniforms", c10::kCPU, &accept_logits_with_uniforms);
   // Internal ops, for tests and benchmarks: private (leading underscore) names.
   ops.def("_row_masses(Tensor rows) -> Tensor");
   ops.impl("_row_masses", c10::kCPU, &row_masses);

@@ -22,6 +22,26 @@ std::tuple<c10::SymInt, c10::SymInt> accept_with_uniforms(const at::Tensor& targ
                                                           const at::Tensor& draft_tokens,
                                                           const at::Tensor& uniforms);
 
+at::Tensor warp(const at::Tensor& logits, double temperature, int64_t top_k, double top_p,
+                double min_p);
+
+at::Tensor sample(const at::Tensor& logits, double temperature, int64_t top_k, double top_p,
+                  double min_p, const std::optional<at::Generator>& generator);
+
+at::Tensor sample_with_uniforms(const at::Tensor& logits, const at::Tensor& uniforms,
+                                double temperature, int64_t top_k, double top_p, double min_p);
+
+std::tuple<c10::SymInt, c10::SymInt> accept_logits(const at::Tensor& target_logits,
+                                                   const std::optional<at::Tensor>& draft_logits,
+                                                   const at::Tensor& draft_tokens, double temperature,
+                                                   int64_t top_k, double top_p, double min_p,
+                                                   const std::optional<at::Generator>& generator);
+
+std::tuple<c10::SymInt, c10::SymInt> accept_logits_with_uniforms(
+    const at::Tensor& target_logits, const std::optional<at::Tensor>& draft_logits,
+    const at::Tensor& draft_tokens, const at::Tensor& uniforms, double temperature, int64_t top_k,
+    double top_p, double min_p);
+
 at::Tensor row_masses(const at::Tensor& rows);
 
 std::string isa();

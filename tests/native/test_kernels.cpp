@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "exp_f32.h"
 #include "spec_verify.h"
 
 namespace sv = spec_verify;
@@ -298,6 +300,221 @@ void round_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int c
   }
 }
 
+// ---- warping (Note [Warping], Note [One exp]) ---------------------------------------------
+
+double ulp_distance(float a, float b) {
+  const int64_t ia = std::bit_cast<int32_t>(a), ib = std::bit_cast<int32_t>(b);
+  return static_cast<double>(ia > ib ? ia - ib : ib - ia);
+}
+
+// exp_nonpositive against the correctly rounded exp: within 2 ulp where the result is
+// normal, within 2^-148 absolute below; exactly 1 at 0, exactly 0 at -inf and below -104.
+void exp_accuracy(Rng& rng) {
+  double worst = 0.0;
+  bool ok = true;
+  for (int i = 0; i < 200000; ++i) {
+    const float y = i < 100000 ? static_cast<float>(-87.0 * rng.uniform()) : static_cast<float>(-104.0 * rng.uniform());
+    const float got = sv::exp_nonpositive<sv::ScalarOps>(y);
+    const float want = static_cast<float>(std::exp(static_cast<double>(y)));
+    if (want >= 0x1p-126f) {
+      worst = std::max(worst, ulp_distance(got, want));
+    } else {
+      ok &= std::fabs(static_cast<double>(got) - static_cast<double>(want)) <= 0x1p-148;
+    }
+  }
+  check(ok && worst <= 2.0, "exp_nonpositive within 2 ulp of exp (worst " + std::to_string(worst) + " ulp)");
+  check(sv::exp_nonpositive<sv::ScalarOps>(0.0f) == 1.0f && sv::exp_nonpositive<sv::ScalarOps>(-0.0f) == 1.0f,
+        "exp(0) is exactly 1");
+  check(sv::exp_nonpositive<sv::ScalarOps>(-std::numeric_limits<float>::infinity()) == 0.0f &&
+            sv::exp_nonpositive<sv::ScalarOps>(-104.5f) == 0.0f && sv::exp_nonpositive<sv::ScalarOps>(-150.0f) == 0.0f,
+        "exp(-inf) and exp(y < -104) are 0");
+}
+
+// Logits rows: random, with -inf entries, ties, one dominant value, gaps that make
+// subnormal weights.
+std::vector<float> make_logits(Rng& rng, int64_t n, int kind) {
+  std::vector<float> x(n);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int64_t v = 0; v < n; ++v) {
+    const double u = rng.uniform();
+    switch (kind % 5) {
+      case 0: x[v] = static_cast<float>(8.0 * (rng.uniform() - 0.5)); break;
+      case 1: x[v] = u < 0.2 ? -inf : static_cast<float>(4.0 * rng.uniform()); break;
+      case 2: x[v] = static_cast<float>(rng.below(4)); break;                  // ties
+      case 3: x[v] = static_cast<float>(-95.0 - 15.0 * u); break;             // subnormal weights
+      default: x[v] = static_cast<float>(30.0 * (rng.uniform() - 0.9)); break;  // one value dominates
+    }
+  }
+  if (kind % 5 == 3) x[rng.below(n)] = 0.0f;
+  return x;
+}
+
+std::string warp_label(const sv::KernelTable& kt, const char* what, int64_t n, int kind, const sv::WarpParams& w) {
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "%s %s n=%lld kind=%d T=%g top_k=%lld top_p=%g min_p=%g", kt.name, what,
+                (long long)n, kind, w.temperature, (long long)w.top_k, w.top_p, w.min_p);
+  return buf;
+}
+
+sv::WarpParams random_params(Rng& rng, int64_t n) {
+  sv::WarpParams p;
+  const float temps[] = {1.0f, 0.7f, 1.3f, 0.05f};
+  p.temperature = temps[rng.below(4)];
+  p.top_k = rng.below(3) == 0 ? 1 + rng.below(n + 2) : 0;
+  p.top_p = rng.below(2) == 0 ? 0.05 + 0.95 * rng.uniform() : 1.0;
+  p.min_p = rng.below(3) == 0 ? 0.3 * rng.uniform() : 0.0;
+  return p;
+}
+
+bool same_floats(const float* a, const float* b, int64_t n) {
+  return std::memcmp(a, b, n * sizeof(float)) == 0;
+}
+
+// Every warping kernel and warp_row on every path, bit for bit against the scalar path;
+// warp_row against the definition, counted by brute force for small rows.
+void warp_parity(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int64_t n) {
+  const sv::KernelTable& ref = sv::scalar_kernels();
+  const int64_t blocks = sv::num_blocks(n);
+  for (int kind = 0; kind < 5; ++kind) {
+    const std::vector<float> xv = make_logits(rng, n, kind);
+    const GuardedRow x(xv, rng.below(2) == 0, 0);
+    sv::WarpParams params = random_params(rng, n);
+    int64_t top = 0;
+    ref.row_argmax(x.data, n, &top);
+    if (std::isinf(x.data[top])) continue;  // all -inf: warp_row's error, tested with rounds
+    const float z_max = x.data[top] / params.temperature;
+    std::vector<float> w_ref(n), w(n), r_ref(n), r(n);
+    ref.row_weights(x.data, n, params.temperature, z_max, w_ref.data());
+    std::vector<double> rb_ref(blocks), ab_ref(blocks), rb(blocks), ab(blocks);
+    const float t = w_ref[rng.below(n)];
+    double rm_ref, am_ref;
+    ref.keep_at_least(w_ref.data(), n, t, r_ref.data(), rb_ref.data(), &rm_ref, ab_ref.data(), &am_ref);
+    std::vector<float> warped_ref(n);
+    std::vector<double> wb_ref(blocks);
+    sv::WarpedRow out_ref{warped_ref.data(), wb_ref.data(), 0.0};
+    const sv::Outcome e_ref = sv::warp_row(ref, x.data, n, params, &out_ref);
+    check(e_ref.error == sv::InputError::kNone && out_ref.mass >= 1.0, warp_label(ref, "warp_row keeps the top weight", n, kind, params));
+    for (const sv::KernelTable* kt : kts) {
+      kt->row_weights(x.data, n, params.temperature, z_max, w.data());
+      check(same_floats(w.data(), w_ref.data(), n), warp_label(*kt, "row_weights", n, kind, params));
+      double rm = -1, am = -1;
+      kt->keep_at_least(w_ref.data(), n, t, r.data(), rb.data(), &rm, ab.data(), &am);
+      bool same = same_floats(r.data(), r_ref.data(), n) && bits(rm) == bits(rm_ref) && bits(am) == bits(am_ref);
+      for (int64_t b = 0; b < blocks; ++b) same &= bits(rb[b]) == bits(rb_ref[b]) && bits(ab[b]) == bits(ab_ref[b]);
+      double rm2 = -1, am2 = -1;
+      kt->keep_at_least(w_ref.data(), n, t, nullptr, rb.data(), &rm2, ab.data(), &am2);
+      same &= bits(rm2) == bits(rm_ref) && bits(am2) == bits(am_ref);
+      check(same, warp_label(*kt, "keep_at_least", n, kind, params));
+      std::vector<float> warped(n);
+      std::vector<double> wb(blocks);
+      sv::WarpedRow out{warped.data(), wb.data(), 0.0};
+      const sv::Outcome e = sv::warp_row(*kt, x.data, n, params, &out);
+      bool same_w = e.error == sv::InputError::kNone && same_floats(warped.data(), warped_ref.data(), n) &&
+                    bits(out.mass) == bits(out_ref.mass);
+      for (int64_t b = 0; b < blocks; ++b) same_w &= bits(wb[b]) == bits(wb_ref[b]);
+      check(same_w, warp_label(*kt, "warp_row", n, kind, params));
+    }
+    if (n > 300) continue;
+    // The definition, by brute force on the scalar path.
+    std::vector<float> kept(w_ref);
+    std::vector<float> z(n);
+    for (int64_t v = 0; v < n; ++v) z[v] = x.data[v] / params.temperature;
+    if (params.top_k > 0) {
+      for (int64_t v = 0; v < n; ++v) {
+        int64_t greater = 0;
+        for (int64_t u = 0; u < n; ++u) greater += z[u] > z[v];
+        if (greater >= params.top_k) kept[v] = 0.0f;
+      }
+    }
+    std::vector<float> after_p(kept);
+    if (params.top_p < 1.0) {
+      std::vector<double> b1(blocks), b2(blocks);
+      double total = 0, unused = 0;
+      ref.keep_at_least(kept.data(), n, 0.0f, nullptr, b1.data(), &total, b2.data(), &unused);
+      for (int64_t v = 0; v < n; ++v) {
+        if (kept[v] == 0.0f) continue;
+        double at_least = 0, above = 0;
+        ref.keep_at_least(kept.data(), n, kept[v], nullptr, b1.data(), &at_least, b2.data(), &above);
+        if (!(above < params.top_p * total)) after_p[v] = 0.0f;
+      }
+    }
+    bool definition = true;
+    for (int64_t v = 0; v < n; ++v) {
+      const float want = static_cast<double>(after_p[v]) >= params.min_p ? after_p[v] : 0.0f;
+      definition &= std::bit_cast<uint32_t>(want) == std::bit_cast<uint32_t>(warped_ref[v]);
+    }
+    check(definition, warp_label(ref, "warp_row equals the definition", n, kind, params));
+  }
+}
+
+// sample_round and accept_logits_round on every path: the same outcomes, rows after the
+// deciding one unreadable, bad rows reported where they are.
+void logits_round_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int count, int64_t max_n) {
+  for (int r = 0; r < count; ++r) {
+    const int64_t k = rng.below(6);
+    const int64_t n = 1 + rng.below(max_n);
+    PagedRows target(k + 1, n), draft(k, n);
+    const int kind = static_cast<int>(rng.below(5));
+    for (int64_t i = 0; i <= k; ++i) {
+      std::vector<float> v = make_logits(rng, n, kind);
+      v[rng.below(n)] = 1.0f;  // a finite value in every row
+      std::memcpy(target.row(i), v.data(), n * 4);
+    }
+    const sv::WarpParams params = random_params(rng, n);
+    const int64_t d = rng.below(k + 1);
+    std::vector<int64_t> tokens(k);
+    for (int64_t i = 0; i < k; ++i) {
+      std::vector<float> v = make_logits(rng, n, kind);
+      v[rng.below(n)] = 1.0f;
+      std::memcpy(draft.row(i), i < d ? target.row(i) : v.data(), n * 4);
+      int64_t best = 0;
+      sv::scalar_kernels().row_argmax(target.row(i), n, &best);
+      tokens[i] = i < d ? best : rng.below(n);
+    }
+    std::vector<double> u(k + 1);
+    for (double& x : u) x = rng.uniform();
+    const sv::Outcome ref = sv::accept_logits_round(sv::scalar_kernels(), target.view(), draft.view(), tokens.data(),
+                                                    u.data(), k, n, params);
+    const sv::Outcome ref_s = sv::sample_round(sv::scalar_kernels(), target.row(0), n, params, u[0]);
+    check(ref.error == sv::InputError::kNone && ref.n_accepted >= d,
+          "scalar logits round " + std::to_string(r) + " accepts the first d = " + std::to_string(d) + " positions");
+    target.lock_from(std::max(ref.n_accepted, int64_t{0}) + 1);
+    draft.lock_from(ref.n_accepted + 1);
+    for (const sv::KernelTable* kt : kts) {
+      char buf[200];
+      std::snprintf(buf, sizeof buf, "%s logits round %d k=%lld n=%lld kind=%d", kt->name, r, (long long)k,
+                    (long long)n, kind);
+      const sv::Outcome a = sv::accept_logits_round(*kt, target.view(), draft.view(), tokens.data(), u.data(), k, n, params);
+      check(a.error == sv::InputError::kNone && a.n_accepted == ref.n_accepted && a.token == ref.token,
+            std::string(buf) + " accept_logits");
+      const sv::Outcome s = sv::sample_round(*kt, target.row(0), n, params, u[0]);
+      check(s.error == sv::InputError::kNone && s.token == ref_s.token && s.token >= 0 && s.token < n,
+            std::string(buf) + " sample");
+    }
+  }
+  // Malformed rows: NaN, +inf, all -inf, and a logit the temperature makes overflow.
+  const float inf = std::numeric_limits<float>::infinity();
+  struct Bad { float value; float temperature; sv::InputError kind; };
+  const Bad bads[] = {{std::numeric_limits<float>::quiet_NaN(), 1.0f, sv::InputError::kNaN},
+                      {inf, 1.0f, sv::InputError::kInfinite},
+                      {-inf, 1.0f, sv::InputError::kNoFinite},
+                      {3e38f, 0.5f, sv::InputError::kOverflow}};
+  for (const Bad& bad : bads) {
+    for (const sv::KernelTable* kt : kts) {
+      std::vector<float> row(300, bad.kind == sv::InputError::kNoFinite ? -inf : 0.5f);
+      row[77] = bad.value;
+      sv::WarpParams params;
+      params.temperature = bad.temperature;
+      std::vector<float> out(300);
+      std::vector<double> blocks(sv::num_blocks(300));
+      sv::WarpedRow w{out.data(), blocks.data(), 0.0};
+      const sv::Outcome e = sv::warp_row(*kt, row.data(), 300, params, &w);
+      check(e.error == bad.kind && (bad.kind == sv::InputError::kNoFinite || e.col == 77),
+            std::string(kt->name) + " warp_row reports a malformed row");
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -329,6 +546,10 @@ int main(int argc, char** argv) {
   for (int64_t n : sizes) kernel_parity(rng, kts, n);
   round_tests(rng, kts, quick ? 300 : 3000, 5000);
   round_tests(rng, kts, quick ? 20 : 200, 160000);
+  exp_accuracy(rng);
+  for (int64_t n : sizes) warp_parity(rng, kts, n);
+  logits_round_tests(rng, kts, quick ? 100 : 1000, 3000);
+  logits_round_tests(rng, kts, quick ? 5 : 40, 160000);
 
   std::printf("native: %lld passed, %lld failed\n", (long long)g_passed, (long long)g_failed);
   return g_failed == 0 ? 0 : 1;

@@ -1,0 +1,79 @@
+// Note [One exp]
+// The warping weights w(v) = exp(z(v) - max z) are float32 values that every path must
+// produce bit for bit, so exp is defined once, as a sequence of IEEE float32 operations
+// that each path performs lane by lane in the same order (no FMA, no libm):
+//   y = max(y, -104)                     (exp(-104) < 2^-150 rounds to +0.0 below)
+//   t = y * log2(e) + 1.5 * 2^23         (round to nearest: t - 1.5 * 2^23 = n, an integer)
+//   n = t - 1.5 * 2^23
+//   r = (y - n * C1) - n * C2            (C1 + C2 = ln 2; C1 has 9 significant bits, so
+//                                         n * C1 is exact for |n| < 2^15)
+//   p = ((((((P0 * r + P1) * r + P2) * r + P3) * r + P4) * r + P5) * (r * r) + r) + 1
+//   w = (p * 2^(n >> 1)) * 2^(n - (n >> 1))   (two factors, both normal floats, so a
+//                                         subnormal result is rounded once, at the end)
+//   w = +0.0 where the original y < -104 (-inf included).
+// Cody and Waite's reduction with Cephes' expf polynomial; within 2 ulp of exp for
+// y in [-87, 0], and exp(0) is exactly 1 (r = 0, n = 0). The argument is never NaN or
+// positive here (callers validate the row and subtract its maximum).
+//
+// A path supplies Ops: a lane type F (floats) and I (int32), with splat, add, sub, mul,
+// max, bits (F -> I, reinterpret), from_bits, isplat, isub, iadd, srai<s> (arithmetic
+// shift), slli<s>, and zero_unless_ge(x, y, limit) (x where y >= limit, else +0.0).
+#pragma once
+
+#include <bit>
+#include <cstdint>
+
+namespace spec_verify {
+
+template <class Ops>
+inline __attribute__((always_inline)) typename Ops::F exp_nonpositive(typename Ops::F y) {
+  using F = typename Ops::F;
+  using I = typename Ops::I;
+  const F limit = Ops::splat(-104.0f);
+  const F magic = Ops::splat(12582912.0f);  // 1.5 * 2^23
+  const F yc = Ops::max(y, limit);
+  const F t = Ops::add(Ops::mul(yc, Ops::splat(1.44269504088896341f)), magic);
+  const F n = Ops::sub(t, magic);
+  const F r = Ops::sub(Ops::sub(yc, Ops::mul(n, Ops::splat(0.693359375f))),
+                       Ops::mul(n, Ops::splat(-2.12194440e-4f)));
+  F p = Ops::splat(1.9875691500e-4f);
+  p = Ops::add(Ops::mul(p, r), Ops::splat(1.3981999507e-3f));
+  p = Ops::add(Ops::mul(p, r), Ops::splat(8.3334519073e-3f));
+  p = Ops::add(Ops::mul(p, r), Ops::splat(4.1665795894e-2f));
+  p = Ops::add(Ops::mul(p, r), Ops::splat(1.6666665459e-1f));
+  p = Ops::add(Ops::mul(p, r), Ops::splat(5.0000001201e-1f));
+  p = Ops::add(Ops::add(Ops::mul(p, Ops::mul(r, r)), r), Ops::splat(1.0f));
+  // n as an int32: t's bits minus the magic number's bits (t = 1.5 * 2^23 + n exactly).
+  const I ni = Ops::isub(Ops::bits(t), Ops::isplat(0x4b400000));
+  const I n1 = Ops::template srai<1>(ni);
+  const I n2 = Ops::isub(ni, n1);
+  const F s1 = Ops::from_bits(Ops::template slli<23>(Ops::iadd(n1, Ops::isplat(127))));
+  const F s2 = Ops::from_bits(Ops::template slli<23>(Ops::iadd(n2, Ops::isplat(127))));
+  return Ops::zero_unless_ge(Ops::mul(Ops::mul(p, s1), s2), y, limit);
+}
+
+// One lane: the scalar path, and every SIMD path's row tails.
+struct ScalarOps {
+  using F = float;
+  using I = int32_t;
+  static F splat(float x) { return x; }
+  static F add(F a, F b) { return a + b; }
+  static F sub(F a, F b) { return a - b; }
+  static F mul(F a, F b) { return a * b; }
+  static F max(F a, F b) { return a > b ? a : b; }
+  static I bits(F x) { return std::bit_cast<I>(x); }
+  static F from_bits(I i) { return std::bit_cast<F>(i); }
+  static I isplat(int32_t i) { return i; }
+  static I isub(I a, I b) { return static_cast<I>(static_cast<uint32_t>(a) - static_cast<uint32_t>(b)); }
+  static I iadd(I a, I b) { return static_cast<I>(static_cast<uint32_t>(a) + static_cast<uint32_t>(b)); }
+  template <int s> static I srai(I a) { return a >> s; }
+  template <int s> static I slli(I a) { return static_cast<I>(static_cast<uint32_t>(a) << s); }
+  static F zero_unless_ge(F x, F y, F limit) { return y >= limit ? x : 0.0f; }
+};
+
+// The weight of one logit: exp(x / temperature - z_max) (Note [Warping] in spec_verify.h).
+inline float weight(float x, float temperature, float z_max) {
+  return exp_nonpositive<ScalarOps>(x / temperature - z_max);
+}
+
+}  // namespace spec_verify
