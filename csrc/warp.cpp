@@ -17,8 +17,16 @@ namespace {
 struct Scratch {
   std::vector<double> above_blocks;
   std::vector<uint32_t> keys;
-  std::vector<float> candidates;
+  std::vector<float> candidates, pool;
+  std::vector<size_t> group_start;
+  std::vector<double> bucket_mass;
 };
+
+// top_p's candidate buckets: a positive weight <= 1 by its exponent and top 6 mantissa
+// bits, so the bucket order is the value order.
+constexpr size_t kSortDirectly = 2048;
+constexpr size_t kBuckets = (0x3f800000u >> 17) + 1;
+size_t bucket(float x) { return std::bit_cast<uint32_t>(x) >> 17; }
 Scratch& scratch(int64_t n) {
   thread_local Scratch s;
   if (s.above_blocks.size() < static_cast<size_t>(num_blocks(n))) s.above_blocks.resize(num_blocks(n));
@@ -80,36 +88,68 @@ float top_p_cutoff(const KernelTable& kt, const float* w, int64_t n, double targ
     for (int64_t v = begin; v < end; ++v)
       if (w[v] >= tau && w[v] > 0.0f) c.push_back(w[v]);
   }
-  std::sort(c.begin(), c.end(), std::greater<float>());
-  // 3. Propose: walk the tie groups from the top with a running float64 sum (not the
-  //    canonical order, but close to it) while the mass above the next group stays below
-  //    the target. Then confirm with canonical masses, moving a group up or down until
-  //    mass(w > cut) < target (cut is kept) and mass(w >= cut) >= target (the next weight
-  //    down is not); both hold for some group, and the walk only moves toward it.
-  std::vector<size_t> group_start;
+  // 3. With many candidates (a flat row), narrow them first: bucket them by their top bits
+  //    (the bucket order is the value order), and keep the bucket where the mass running
+  //    down from the top reaches the target. Its first tie group has less than the target
+  //    above it, so the last kept group is in it; `greater` starts at the mass above it.
+  std::vector<float>& pool = s.pool;
   double greater = 0.0;
-  size_t proposal = 0;
-  for (size_t i = 0; i < c.size();) {
-    size_t e = i;
-    double sum = 0.0;
-    while (e < c.size() && c[e] == c[i]) sum += static_cast<double>(c[e++]);
-    if (greater < target) proposal = group_start.size();
-    group_start.push_back(i);
-    greater += sum;
-    i = e;
-  }
-  if (group_start.empty()) return 0.0f;  // no positive weight: warp_row always keeps the top one
-  size_t j = proposal;
-  for (;;) {
-    const float cut = c[group_start[j]];
-    kt.keep_at_least(w, n, cut, nullptr, blocks, &at_least, s.above_blocks.data(), &above);
-    if (above >= target && j > 0) {
-      --j;
-    } else if (at_least < target && j + 1 < group_start.size()) {
-      ++j;
+  bool narrowed = false;
+  if (c.size() > kSortDirectly) {
+    std::vector<double>& mass = s.bucket_mass;
+    mass.assign(kBuckets, 0.0);
+    for (const float x : c) mass[bucket(x)] += static_cast<double>(x);
+    size_t b = kBuckets;
+    while (b > 0 && greater + mass[b - 1] < target) greater += mass[--b];
+    if (b > 0) {
+      --b;
+      pool.clear();
+      for (const float x : c)
+        if (bucket(x) == b) pool.push_back(x);
+      narrowed = true;
     } else {
-      return cut;
+      greater = 0.0;
     }
+  }
+  if (!narrowed) pool.assign(c.begin(), c.end());
+  for (;;) {
+    std::sort(pool.begin(), pool.end(), std::greater<float>());
+    // 4. Propose: walk the tie groups from the top with a running float64 sum (not the
+    //    canonical order, but close to it) while the mass above the group stays below the
+    //    target. Then confirm with canonical masses, moving a group up or down until
+    //    mass(w > cut) < target (cut is kept) and mass(w >= cut) >= target (the next weight
+    //    down is not); both hold for some group, and the walk only moves toward it.
+    std::vector<size_t>& group_start = s.group_start;
+    group_start.clear();
+    size_t proposal = 0;
+    for (size_t i = 0; i < pool.size();) {
+      size_t e = i;
+      double sum = 0.0;
+      while (e < pool.size() && pool[e] == pool[i]) sum += static_cast<double>(pool[e++]);
+      if (greater < target) proposal = group_start.size();
+      group_start.push_back(i);
+      greater += sum;
+      i = e;
+    }
+    if (group_start.empty()) return 0.0f;  // no positive weight: warp_row keeps the top one
+    size_t j = proposal;
+    for (;;) {
+      const float cut = pool[group_start[j]];
+      kt.keep_at_least(w, n, cut, nullptr, blocks, &at_least, s.above_blocks.data(), &above);
+      if (above >= target) {
+        if (j == 0) break;  // the cutoff is above this bucket (rounding): search them all
+        --j;
+      } else if (at_least < target) {
+        if (j + 1 == group_start.size()) break;  // below this bucket: search them all
+        ++j;
+      } else {
+        return cut;
+      }
+    }
+    // Only a narrowed search can get here (unnarrowed, the top group has nothing above it
+    // and the last one has at least the target at or above it).
+    pool.assign(c.begin(), c.end());
+    greater = 0.0;
   }
 }
 

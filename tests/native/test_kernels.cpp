@@ -447,6 +447,53 @@ void warp_parity(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int64
   }
 }
 
+// top_p on long flat rows, where the candidates are narrowed by buckets: the kept set is
+// {w >= c} for the smallest kept c, mass(w > c) < top_p * total, and for the largest
+// weight c' below c, mass(w > c') >= top_p * total (canonical masses, scalar path).
+void top_p_long_rows(Rng& rng, const std::vector<const sv::KernelTable*>& kts) {
+  const sv::KernelTable& ref = sv::scalar_kernels();
+  for (int r = 0; r < 24; ++r) {
+    const int64_t n = r % 3 == 0 ? 151936 : (r % 3 == 1 ? 32000 : 5000);
+    std::vector<float> x(n);
+    const double spread = r % 2 == 0 ? 2.0 : 6.0;
+    for (float& v : x) v = static_cast<float>(spread * (rng.uniform() - 0.5));
+    if (r % 4 == 3) for (int64_t v = 0; v < n; v += 3) x[v] = x[v - v % 6];  // ties
+    sv::WarpParams params;
+    params.temperature = 0.9f;
+    params.top_p = 0.2 + 0.79 * rng.uniform();
+    std::vector<float> w(n), out(n);
+    std::vector<double> blocks(sv::num_blocks(n)), b2(sv::num_blocks(n));
+    int64_t top = 0;
+    ref.row_argmax(x.data(), n, &top);
+    ref.row_weights(x.data(), n, params.temperature, x[top] / params.temperature, w.data());
+    double total = 0, unused = 0;
+    ref.keep_at_least(w.data(), n, 0.0f, nullptr, blocks.data(), &total, b2.data(), &unused);
+    const double target = params.top_p * total;
+    for (const sv::KernelTable* kt : kts) {
+      sv::WarpedRow row{out.data(), blocks.data(), 0.0};
+      const sv::Outcome e = sv::warp_row(*kt, x.data(), n, params, &row);
+      float c = 2.0f, below = -1.0f;
+      for (int64_t v = 0; v < n; ++v)
+        if (out[v] > 0.0f) c = std::min(c, out[v]);
+      bool ok = e.error == sv::InputError::kNone;
+      for (int64_t v = 0; v < n; ++v) {
+        ok &= (w[v] >= c) == (out[v] > 0.0f) && (out[v] == 0.0f || out[v] == w[v]);
+        if (w[v] < c) below = std::max(below, w[v]);
+      }
+      double at_least = 0, above = 0;
+      ref.keep_at_least(w.data(), n, c, nullptr, blocks.data(), &at_least, b2.data(), &above);
+      ok &= above < target;
+      if (below >= 0.0f) {
+        ref.keep_at_least(w.data(), n, below, nullptr, blocks.data(), &at_least, b2.data(), &above);
+        ok &= above >= target;
+      }
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "%s top_p on a flat row n=%lld top_p=%g", kt->name, (long long)n, params.top_p);
+      check(ok, buf);
+    }
+  }
+}
+
 // sample_round and accept_logits_round on every path: the same outcomes, rows after the
 // deciding one unreadable, bad rows reported where they are.
 void logits_round_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int count, int64_t max_n) {
@@ -548,6 +595,7 @@ int main(int argc, char** argv) {
   round_tests(rng, kts, quick ? 20 : 200, 160000);
   exp_accuracy(rng);
   for (int64_t n : sizes) warp_parity(rng, kts, n);
+  top_p_long_rows(rng, kts);
   logits_round_tests(rng, kts, quick ? 100 : 1000, 3000);
   logits_round_tests(rng, kts, quick ? 5 : 40, 160000);
 
