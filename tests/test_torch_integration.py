@@ -20,6 +20,46 @@ def test_opcheck_every_op(sv):
     torch.library.opcheck(sv.ops._row_masses, (p,))
 
 
+def test_opcheck_logits_ops(sv):
+    g = torch.Generator().manual_seed(1)
+    target = torch.randn(5, 100, generator=g)
+    draft = torch.randn(4, 100, generator=g)
+    t = draft.argmax(-1)
+    u = torch.rand(5, dtype=torch.float64, generator=g)
+    for params in ((0.8, 0, 0.9, 0.0), (1.0, 5, 1.0, 0.1), (0.0, 0, 1.0, 0.0)):
+        torch.library.opcheck(sv.ops.warp, (target,) + params)
+        torch.library.opcheck(sv.ops.warp, (target[0],) + params)
+        torch.library.opcheck(sv.ops.sample, (target,) + params + (None,))
+        # (None: the default generator, whose state opcheck restores between its runs; an
+        # explicit generator would advance between them and the outputs differ, as they should.)
+        torch.library.opcheck(sv.ops.sample_with_uniforms, (target, u) + params)
+        torch.library.opcheck(sv.ops.sample_with_uniforms, (target[0], u[0]) + params)
+        torch.library.opcheck(sv.ops.accept_logits, (target, draft, t) + params + (None,))
+        torch.library.opcheck(sv.ops.accept_logits_with_uniforms, (target, draft, t, u) + params)
+    torch.library.opcheck(sv.ops.accept_logits, (target, None, t, 0.0, 0, 1.0, 0.0, None))
+    torch.library.opcheck(sv.ops.accept_logits_with_uniforms, (target, None, t, u, 0.0, 0, 1.0, 0.0))
+
+
+def test_compile_logits_ops_fullgraph(sv):
+    g = torch.Generator().manual_seed(3)
+    target = torch.randn(5, 100, generator=g)
+    draft = target[:4] + torch.randn(4, 100, generator=g)
+    u = torch.rand(5, dtype=torch.float64, generator=g)
+
+    def round_(target, draft, u):
+        tokens = sv.sample_with_uniforms(draft, u[:4], temperature=0.8, top_p=0.9)
+        n, tok = sv.accept_logits_with_uniforms(target, draft, tokens, u, temperature=0.8, top_p=0.9)
+        rows = sv.warp(target, temperature=0.8, top_p=0.9)
+        return torch.cat([tokens, torch.tensor([n, tok])]), rows
+
+    compiled = torch.compile(round_, fullgraph=True, backend="eager")
+    for _ in range(3):
+        want = round_(target, draft, u)
+        got = compiled(target, draft, u)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+        u = torch.rand(5, dtype=torch.float64, generator=g)
+
+
 def test_compile_fullgraph(sv):
     p, q, t = inputs()
     u = torch.rand(5, dtype=torch.float64)
@@ -89,6 +129,11 @@ def test_public_api_is_all(sv):
             assert doc, f"{cls.__name__}.{name} has no docstring"
             if inspect.isfunction(member):
                 assert "Returns:" in doc, f"{cls.__name__}.{name}: no Returns section"
-    for name in ("verify_greedy", "accept", "accept_with_uniforms", "SpeculativeDecoder"):
+    for name in ("verify_greedy", "accept", "accept_with_uniforms", "SpeculativeDecoder", "warp", "sample",
+                 "sample_with_uniforms", "accept_logits", "accept_logits_with_uniforms"):
         doc = inspect.getdoc(getattr(sv, name))
         assert "Args:" in doc and "Raises:" in doc, name
+    for name in ("warp", "sample", "sample_with_uniforms", "accept_logits", "accept_logits_with_uniforms"):
+        doc = inspect.getdoc(getattr(sv, name))
+        assert "Returns:" in doc and "top_p (`float`" in doc and "{args}" not in doc, name
+

@@ -3,15 +3,31 @@
 verify_greedy       temperature 0: the accepted prefix and the target's argmax after it.
 accept              speculative (rejection) sampling; the emitted tokens have the target's law.
 accept_with_uniforms  accept with its uniforms given (a pure function).
+warp                the warped distribution of logits rows (temperature, top-k, top-p, min-p).
+sample, sample_with_uniforms  a token per logits row from its warped distribution.
+accept_logits, accept_logits_with_uniforms  accept on the warped rows of target and draft logits.
 SpeculativeDecoder  the draft/verify loop over user callbacks; DecodeStats its statistics.
 isa, available_isas the instruction-set path in use, and those this CPU can run.
 
-Rows are float32 [*, V] tensors on the CPU, one row per position; they need not be
-normalised. Every function returns plain Python ints (SymInts under torch.compile).
+Rows are float32 [*, V] tensors on the CPU, one row per position: probabilities (need not
+be normalised) for verify_greedy/accept, logits for the warping ops. The verification
+functions return plain Python ints (SymInts under torch.compile).
 `ops` is the raw op namespace (opcheck, benchmarks); its names with a leading underscore
 are internal.
 """
-from ._api import _force_isa, accept, accept_with_uniforms, available_isas, isa, verify_greedy  # noqa: F401
+from ._api import (  # noqa: F401
+    _force_isa,
+    accept,
+    accept_logits,
+    accept_logits_with_uniforms,
+    accept_with_uniforms,
+    available_isas,
+    isa,
+    sample,
+    sample_with_uniforms,
+    verify_greedy,
+    warp,
+)
 from ._ops import ops  # noqa: F401
 from .decoder import DecodeStats, SpeculativeDecoder
 
@@ -19,6 +35,11 @@ __all__ = [
     "verify_greedy",
     "accept",
     "accept_with_uniforms",
+    "warp",
+    "sample",
+    "sample_with_uniforms",
+    "accept_logits",
+    "accept_logits_with_uniforms",
     "SpeculativeDecoder",
     "DecodeStats",
     "isa",

@@ -32,6 +32,11 @@ _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _verify_greedy = ops.verify_greedy.default
 _accept = ops.accept.default
 _accept_with_uniforms = ops.accept_with_uniforms.default
+_warp = ops.warp.default
+_sample = ops.sample.default
+_sample_with_uniforms = ops.sample_with_uniforms.default
+_accept_logits = ops.accept_logits.default
+_accept_logits_with_uniforms = ops.accept_logits_with_uniforms.default
 
 
 # Argument checks ----------------------------------------------------------------------------
@@ -133,6 +138,63 @@ def _check_on_cpu(op: str, **tensors) -> None:
             raise TypeError(f"spec_verify.{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
         if t.device.type != "cpu":
             raise ValueError(f"spec_verify.{op}: {name} must be on the CPU, got a tensor on {t.device}")
+
+
+_F32_MAX = 3.4028234663852886e38  # the largest finite float32: a temperature is used as one
+
+
+def _float(value, what: str) -> float:
+    """`value` as a Python float: floats, ints, NumPy scalars (anything with `__float__`) and
+    0-d real tensors; a bool (Python or NumPy) is a TypeError, as is a string."""
+    if type(value) is float:
+        return value
+    if type(value) is int:
+        return float(value)
+    if isinstance(value, bool) or type(value).__name__ in ("bool_", "bool"):
+        raise TypeError(f"{what} must be a float, got bool")
+    if isinstance(value, torch.Tensor):
+        if value.dim() != 0 or value.dtype is torch.bool or value.is_complex():
+            raise TypeError(f"{what} must be a float, got {_kind(value)}")
+        if value.device.type == "meta":
+            raise ValueError(f"{what} must hold a value, got a tensor on meta")
+        return float(value.item())
+    if isinstance(value, (str, bytes, complex)) or not (
+            hasattr(type(value), "__float__") or hasattr(type(value), "__index__")):
+        raise TypeError(f"{what} must be a float, got {type(value).__name__}")
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise TypeError(f"{what} must be a float, got {type(value).__name__} ({e})") from None
+
+
+def _warp_params(op: str, temperature, top_k, top_p, min_p) -> Tuple[float, int, float, float]:
+    """The warping parameters, checked, as (float, int, float, float). `op` prefixes messages
+    ("spec_verify.warp", "SpeculativeDecoder.from_logits")."""
+    # The common case (Python numbers in range) costs a few type and range tests.
+    if (type(temperature) is float and type(top_k) is int and type(top_p) is float
+            and type(min_p) is float and 0.0 <= temperature <= _F32_MAX and 0 <= top_k <= _INT64_MAX
+            and 0.0 < top_p <= 1.0 and 0.0 <= min_p < 1.0):
+        return temperature, top_k, top_p, min_p
+    temperature = _float(temperature, f"{op}: temperature")
+    top_k = _index(top_k, f"{op}: top_k")
+    top_p = _float(top_p, f"{op}: top_p")
+    min_p = _float(min_p, f"{op}: min_p")
+    if not 0.0 <= temperature <= _F32_MAX:
+        raise ValueError(f"{op}: temperature must be a float >= 0 (0 = greedy), finite in float32, "
+                         f"got {temperature}")
+    if not 0 <= top_k <= _INT64_MAX:
+        raise ValueError(f"{op}: top_k must be an int >= 0 (0 = off), got {top_k}")
+    if not 0.0 < top_p <= 1.0:
+        raise ValueError(f"{op}: top_p must be a float in (0, 1] (1 = off), got {top_p}")
+    if not 0.0 <= min_p < 1.0:
+        raise ValueError(f"{op}: min_p must be a float in [0, 1) (0 = off), got {min_p}")
+    return temperature, top_k, top_p, min_p
+
+
+def _check_generator(op: str, generator) -> None:
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"spec_verify.{op}: generator must be a torch.Generator or None, "
+                        f"got {type(generator).__name__}")
 
 
 # The ops ------------------------------------------------------------------------------------
@@ -249,6 +311,234 @@ def accept_with_uniforms(
     return _accept_with_uniforms(target_probs, draft_probs, draft_tokens, uniforms)
 
 
+# Logits in: the warp (DESIGN.md, "Warping") ------------------------------------------------
+#
+# Shared by the five ops below. The parameters are keyword-only; each is checked here (type
+# and range, the message naming it) before the op checks it again.
+
+_WARP_ARGS = """
+        temperature (`float`, *optional*, defaults to 1.0): z = logits / temperature, a float32
+            division; >= 0 and finite. 0 means greedy: the argmax (ties to the lowest index),
+            and no uniform is drawn.
+        top_k (`int`, *optional*, defaults to 0): keep the tokens that fewer than `top_k`
+            tokens beat (ties at the k-th value kept); 0 = off.
+        top_p (`float`, *optional*, defaults to 1.0): in (0, 1]; among the kept, keep a token
+            iff the mass of the kept tokens strictly more probable than it is below
+            `top_p` times the kept mass (a tie group at the cutoff is kept whole); 1 = off.
+        min_p (`float`, *optional*, defaults to 0.0): in [0, 1); keep a token iff its
+            probability is at least `min_p` times the largest; 0 = off."""
+
+
+def warp(
+    logits: torch.Tensor,
+    *,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    min_p: float = 0.0,
+) -> torch.Tensor:
+    """The warped distribution of logits rows: temperature, then top-k, top-p and min-p.
+
+    Per row: z = x / T; w = exp(z - max z) in float32 by the one exp routine every path
+    shares; the cuts keep a set of tokens (DESIGN.md, "Warping"); the row is w on that set,
+    0 elsewhere, normalised to sum 1. It is the distribution `sample` draws from and that
+    `accept_logits` verifies against, bit for bit the same on every instruction-set path.
+
+    Args:
+        logits (`torch.Tensor`): float32 `[V]` or `[R, V]` on the CPU. -inf masks a token;
+            NaN and +inf are errors.{args}
+
+    Returns:
+        `torch.Tensor`: float32 of the shape of `logits`, each row summing to 1 (one-hot at
+        the argmax when `temperature` is 0).
+
+    Raises:
+        TypeError: `logits` not a float32 tensor; a parameter of the wrong type (bool is not
+            a number).
+        ValueError: a parameter out of range; a wrong shape or V = 0; a tensor not on the
+            CPU; in a row, NaN, +inf, no finite value, or a logit the temperature makes
+            overflow (the message names the row and column).
+    """
+    temperature, top_k, top_p, min_p = _warp_params("spec_verify.warp", temperature, top_k, top_p, min_p)
+    if not (type(logits) is _Tensor and logits.is_cpu):
+        _check_on_cpu("warp", logits=logits)
+    return _warp(logits, temperature, top_k, top_p, min_p)
+
+
+def sample(
+    logits: torch.Tensor,
+    *,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    min_p: float = 0.0,
+    generator: Optional[torch.Generator] = None,
+) -> torch.Tensor:
+    """One token per logits row, drawn from the row's warped distribution (see `warp`).
+
+    Exactly one float64 uniform is drawn per row, in row order (the stream
+    `torch.rand(R, dtype=torch.float64, generator=generator)` gives); the token is the
+    smallest index whose running mass exceeds u times the row's mass, found by the blocked
+    scan of every op. With `temperature` 0 the token is the argmax and nothing is drawn.
+
+    Args:
+        logits (`torch.Tensor`): float32 `[V]` or `[R, V]` on the CPU, as for `warp`.{args}
+        generator (`torch.Generator`, *optional*): a CPU generator; the default generator
+            when None.
+
+    Returns:
+        `torch.Tensor`: int64 tokens of shape `logits.shape[:-1]` (0-d for a `[V]` row).
+
+    Raises:
+        TypeError, ValueError: as for `warp`; `generator` not a `torch.Generator`. A call
+            that raises leaves the generator as it was.
+    """
+    temperature, top_k, top_p, min_p = _warp_params("spec_verify.sample", temperature, top_k, top_p, min_p)
+    _check_generator("sample", generator)
+    if not (type(logits) is _Tensor and logits.is_cpu):
+        _check_on_cpu("sample", logits=logits)
+    return _sample(logits, temperature, top_k, top_p, min_p, generator)
+
+
+def sample_with_uniforms(
+    logits: torch.Tensor,
+    uniforms: torch.Tensor,
+    *,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    min_p: float = 0.0,
+) -> torch.Tensor:
+    """`sample` with its uniforms given: a pure function.
+
+    Args:
+        logits (`torch.Tensor`): float32 `[V]` or `[R, V]` on the CPU, as for `warp`.
+        uniforms (`torch.Tensor`): float64 on the CPU, `[R]` (`[]` for a `[V]` row), each
+            in `[0, 1)`; `uniforms[r]` draws row r's token (unused when `temperature` is 0,
+            but still checked).{args}
+
+    Returns:
+        `torch.Tensor`: int64 tokens of shape `logits.shape[:-1]`.
+
+    Raises:
+        TypeError, ValueError: as for `warp`; `uniforms` not float64, of the wrong shape, or
+            holding a value outside `[0, 1)`.
+    """
+    temperature, top_k, top_p, min_p = _warp_params("spec_verify.sample_with_uniforms", temperature, top_k,
+                                                    top_p, min_p)
+    if not (type(logits) is _Tensor and type(uniforms) is _Tensor and logits.is_cpu and uniforms.is_cpu):
+        _check_on_cpu("sample_with_uniforms", logits=logits, uniforms=uniforms)
+    return _sample_with_uniforms(logits, uniforms, temperature, top_k, top_p, min_p)
+
+
+def _logits_args(op: str, target_logits, draft_logits, draft_tokens, temperature, top_k, top_p, min_p):
+    params = _warp_params(f"spec_verify.{op}", temperature, top_k, top_p, min_p)
+    if not (type(draft_tokens) is _Tensor and draft_tokens.is_cpu and draft_tokens.dtype is not _uint64):
+        draft_tokens = _token_tensor(draft_tokens, f"spec_verify.{op}: draft_tokens", _vocab(target_logits))
+    if not (type(target_logits) is _Tensor and target_logits.is_cpu):
+        _check_on_cpu(op, target_logits=target_logits)
+    if draft_logits is None:
+        if params[0] != 0.0:
+            raise ValueError(f"spec_verify.{op}: draft_logits=None (one-hot drafts, without draft "
+                             f"logits) is not supported yet; pass the draft's logits [K, V], or "
+                             f"temperature=0 for greedy verification")
+    elif not (type(draft_logits) is _Tensor and draft_logits.is_cpu):
+        _check_on_cpu(op, draft_logits=draft_logits)
+    return draft_tokens, params
+
+
+def accept_logits(
+    target_logits: torch.Tensor,
+    draft_logits: Optional[torch.Tensor],
+    draft_tokens: Tokens,
+    *,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    min_p: float = 0.0,
+    generator: Optional[torch.Generator] = None,
+) -> Tuple[int, int]:
+    """Speculative sampling of one round from logits: `accept` on the warped rows.
+
+    Every row the round reads, target and draft alike, is warped with the same parameters
+    (see `warp`), so the draft tokens must have been drawn from the draft's warped rows
+    (`sample` with the same parameters does that); the accepted tokens followed by the
+    emitted one then have the law of the target's warped rows. Exactly K+1 float64
+    uniforms are drawn, whatever the outcome. With `temperature` 0 this is `verify_greedy`
+    on `target_logits` (`draft_logits` unused, may be None) and nothing is drawn. Rows after
+    the deciding position are never read.
+
+    Args:
+        target_logits (`torch.Tensor`): float32 `[K+1, V]` on the CPU, the target's logits
+            at the K+1 positions.
+        draft_logits (`torch.Tensor`, *optional*): float32 `[K, V]` on the CPU, the draft's
+            logits the draft tokens were sampled from (warped with the same parameters).
+            None only with `temperature` 0 (drafts without logits are not supported yet).
+        draft_tokens (`torch.Tensor` or `list` of `int`): the K draft token ids, as for
+            `verify_greedy`.{args}
+        generator (`torch.Generator`, *optional*): a CPU generator; the default generator
+            when None.
+
+    Returns:
+        `Tuple[int, int]`: `(n_accepted, next_token)`; SymInts under `torch.compile`.
+
+    Raises:
+        TypeError: an argument or parameter of the wrong type or dtype.
+        ValueError: a parameter out of range; `draft_logits` None with `temperature` > 0; a
+            wrong shape; a tensor not on the CPU; a token outside `[0, V)`; in a row that is
+            read, NaN, +inf, no finite value, or a logit the temperature makes overflow. A
+            call that raises leaves the generator as it was.
+    """
+    draft_tokens, (temperature, top_k, top_p, min_p) = _logits_args(
+        "accept_logits", target_logits, draft_logits, draft_tokens, temperature, top_k, top_p, min_p)
+    _check_generator("accept_logits", generator)
+    return _accept_logits(target_logits, draft_logits, draft_tokens, temperature, top_k, top_p, min_p,
+                          generator)
+
+
+def accept_logits_with_uniforms(
+    target_logits: torch.Tensor,
+    draft_logits: Optional[torch.Tensor],
+    draft_tokens: Tokens,
+    uniforms: torch.Tensor,
+    *,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    min_p: float = 0.0,
+) -> Tuple[int, int]:
+    """`accept_logits` with its K+1 uniforms given: a pure function.
+
+    Args:
+        target_logits (`torch.Tensor`): float32 `[K+1, V]` on the CPU, as for `accept_logits`.
+        draft_logits (`torch.Tensor`, *optional*): float32 `[K, V]` on the CPU, as for
+            `accept_logits`.
+        draft_tokens (`torch.Tensor` or `list` of `int`): the K draft token ids.
+        uniforms (`torch.Tensor`): float64 `[K+1]` on the CPU, each in `[0, 1)`:
+            `uniforms[i]` decides position i, `uniforms[K]` draws the emitted token
+            (unused when `temperature` is 0, but still checked).{args}
+
+    Returns:
+        `Tuple[int, int]`: `(n_accepted, next_token)`; SymInts under `torch.compile`.
+
+    Raises:
+        TypeError, ValueError: as for `accept_logits`, and `uniforms` not float64, of the
+            wrong shape, or holding a value outside `[0, 1)`.
+    """
+    draft_tokens, (temperature, top_k, top_p, min_p) = _logits_args(
+        "accept_logits_with_uniforms", target_logits, draft_logits, draft_tokens, temperature, top_k,
+        top_p, min_p)
+    if not (type(uniforms) is _Tensor and uniforms.is_cpu):
+        _check_on_cpu("accept_logits_with_uniforms", uniforms=uniforms)
+    return _accept_logits_with_uniforms(target_logits, draft_logits, draft_tokens, uniforms, temperature,
+                                        top_k, top_p, min_p)
+
+
+for _f in (warp, sample, sample_with_uniforms, accept_logits, accept_logits_with_uniforms):
+    _f.__doc__ = _f.__doc__.replace("{args}", _WARP_ARGS)
+del _f
+
+
 def isa() -> str:
     """The instruction-set path in use.
 
@@ -300,3 +590,32 @@ def _accept_with_uniforms_fake(target_probs, draft_probs, draft_tokens, uniforms
 @torch.library.register_fake(add_op_namespace_prefix("_row_masses"))
 def _row_masses_fake(rows):
     return rows.new_empty((rows.shape[0],), dtype=torch.float64)
+
+
+@torch.library.register_fake(add_op_namespace_prefix("warp"))
+def _warp_fake(logits, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0):
+    return logits.new_empty(logits.shape)
+
+
+@torch.library.register_fake(add_op_namespace_prefix("sample"))
+def _sample_fake(logits, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, generator=None):
+    return logits.new_empty(logits.shape[:-1], dtype=torch.int64)
+
+
+@torch.library.register_fake(add_op_namespace_prefix("sample_with_uniforms"))
+def _sample_with_uniforms_fake(logits, uniforms, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0):
+    return logits.new_empty(logits.shape[:-1], dtype=torch.int64)
+
+
+@torch.library.register_fake(add_op_namespace_prefix("accept_logits"))
+def _accept_logits_fake(target_logits, draft_logits, draft_tokens, temperature=1.0, top_k=0, top_p=1.0,
+                        min_p=0.0, generator=None):
+    ctx = torch.library.get_ctx()
+    return ctx.new_dynamic_size(), ctx.new_dynamic_size()
+
+
+@torch.library.register_fake(add_op_namespace_prefix("accept_logits_with_uniforms"))
+def _accept_logits_with_uniforms_fake(target_logits, draft_logits, draft_tokens, uniforms, temperature=1.0,
+                                      top_k=0, top_p=1.0, min_p=0.0):
+    ctx = torch.library.get_ctx()
+    return ctx.new_dynamic_size(), ctx.new_dynamic_size()
