@@ -210,3 +210,47 @@ def test_bad_generator(sv):
     for op in ("sample", "accept_logits"):
         with pytest.raises(TypeError, match=rf"^spec_verify\.{op}: generator must be a torch.Generator or None, got int"):
             call(sv, op, {}, g=3)
+
+
+def test_decoder_from_logits_rejects_bad_arguments(sv):
+    step = lambda seq: torch.zeros(V)  # noqa: E731
+    target = lambda prefix, proposed: torch.zeros(len(proposed) + 1, V)  # noqa: E731
+    what = r"^SpeculativeDecoder\.from_logits: "
+    with pytest.raises(TypeError, match=what + "draft_logits_step must be callable, got int"):
+        sv.SpeculativeDecoder.from_logits(1, target)
+    with pytest.raises(TypeError, match=what + "target_logits_step must be callable, got NoneType"):
+        sv.SpeculativeDecoder.from_logits(step, None)
+    with pytest.raises(ValueError, match=what + r"top_p must be a float in \(0, 1\]"):
+        sv.SpeculativeDecoder.from_logits(step, target, top_p=0)
+    with pytest.raises(TypeError, match=what + "temperature must be a float, got bool"):
+        sv.SpeculativeDecoder.from_logits(step, target, temperature=False)
+    with pytest.raises(TypeError, match=what + "generator must be a torch.Generator or None"):
+        sv.SpeculativeDecoder.from_logits(step, target, generator=0)
+    with pytest.raises(ValueError, match=r"k must be an int in \[0, 1024\]"):
+        sv.SpeculativeDecoder.from_logits(step, target, k=-1)
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.9])
+def test_decoder_from_logits_names_the_callback(sv, temperature):
+    """Bad output of either logits callback raises naming that callback."""
+    good_draft = lambda seq: torch.zeros(V)  # noqa: E731
+    good_target = lambda prefix, proposed: torch.zeros(len(proposed) + 1, V)  # noqa: E731
+    cases = [
+        (lambda seq: torch.zeros(V).double(), good_target, TypeError, r"draft_logits_step returned logits of dtype torch.float64"),
+        (lambda seq: torch.zeros(1, V), good_target, ValueError, r"draft_logits_step returned logits of shape \[1, 20\], expected \[V\]"),
+        (lambda seq: [0.0] * V, good_target, TypeError, r"draft_logits_step returned a list"),
+        (lambda seq: with_value(torch.zeros(V), 3, NAN), good_target, ValueError,
+         r"the sampling op rejected draft_logits_step's logits after 2 tokens: spec_verify.sample: logits\[0, 3\] = nan"),
+        (good_draft, lambda prefix, proposed: with_value(torch.zeros(len(proposed) + 1, V), (0, 2), NAN), ValueError,
+         r"rejected target_logits_step's logits: spec_verify.accept_logits: target_logits\[0, 2\] = nan"),
+        (good_draft, lambda prefix, proposed: torch.zeros(len(proposed) + 1, V).double(), TypeError,
+         r"target_logits_step returned rows of dtype torch.float64"),
+    ]
+    if temperature:  # greedy never stacks the draft's rows: a V mismatch goes unnoticed then
+        cases.append((good_draft, lambda prefix, proposed: torch.zeros(len(proposed) + 1, V + 1), ValueError,
+                      r"draft_logits_step returned logits with V = 20 columns but target_logits_step "
+                      r"returned rows with V = 21"))
+    for draft, target, exc, pattern in cases:
+        dec = sv.SpeculativeDecoder.from_logits(draft, target, k=2, temperature=temperature)
+        with pytest.raises(exc, match=pattern):
+            dec.generate([1, 2], max_new=5)

@@ -136,4 +136,6 @@ def test_public_api_is_all(sv):
     for name in ("warp", "sample", "sample_with_uniforms", "accept_logits", "accept_logits_with_uniforms"):
         doc = inspect.getdoc(getattr(sv, name))
         assert "Returns:" in doc and "top_p (`float`" in doc and "{args}" not in doc, name
+    doc = inspect.getdoc(sv.SpeculativeDecoder.from_logits)
+    assert "Args:" in doc and "Returns:" in doc and "Raises:" in doc
 

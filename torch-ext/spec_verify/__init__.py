@@ -6,7 +6,8 @@ accept_with_uniforms  accept with its uniforms given (a pure function).
 warp                the warped distribution of logits rows (temperature, top-k, top-p, min-p).
 sample, sample_with_uniforms  a token per logits row from its warped distribution.
 accept_logits, accept_logits_with_uniforms  accept on the warped rows of target and draft logits.
-SpeculativeDecoder  the draft/verify loop over user callbacks; DecodeStats its statistics.
+SpeculativeDecoder  the draft/verify loop over user callbacks (or, from_logits, over two
+                    logits functions); DecodeStats its statistics.
 isa, available_isas the instruction-set path in use, and those this CPU can run.
 
 Rows are float32 [*, V] tensors on the CPU, one row per position: probabilities (need not

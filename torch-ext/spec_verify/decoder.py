@@ -12,6 +12,16 @@ where n is the number of accepted draft tokens and x the emitted token; so each 
 extends the last verified one, and of what a callback fed its model last round, everything
 up to len(prefix) + n is still valid. draft_step is not called when k = 0. A new
 generation starts again from its prompt.
+
+`SpeculativeDecoder.from_logits` builds both callbacks' plumbing from two logits functions,
+
+    draft_logits_step(seq)                 -> [V] float32 logits after seq
+    target_logits_step(prefix, proposed)   -> [k+1, V] float32 logits
+
+sampling the draft tokens from the draft's warped rows (`sample`) and verifying with
+`accept_logits`, both with the same warping parameters. Within a round draft_logits_step
+is called with prefix, prefix + [t_0], ..., prefix + [t_0, ..., t_{k-2}] (a fresh list
+each time), so the same KV-cache reasoning holds.
 """
 from __future__ import annotations
 
@@ -25,10 +35,12 @@ from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 
-from ._api import _index, _int_list, _kind, _token_tensor, accept, verify_greedy
+from ._api import (_index, _int_list, _kind, _sample, _token_tensor, _warp_params, accept, accept_logits,
+                   verify_greedy)
 
 DraftStep = Callable[[List[int], int], Tuple[torch.Tensor, Optional[torch.Tensor]]]
 TargetStep = Callable[[List[int], torch.Tensor], torch.Tensor]
+DraftLogitsStep = Callable[[List[int]], torch.Tensor]
 Verifier = Callable[[torch.Tensor, Optional[torch.Tensor], torch.Tensor, Optional[torch.Generator]],
                     Tuple[int, int]]
 StopTokens = Union[None, int, Iterable[int]]
@@ -36,6 +48,7 @@ StopTokens = Union[None, int, Iterable[int]]
 _now = time.perf_counter_ns
 _Tensor = torch.Tensor
 _int64 = torch.int64
+_float32 = torch.float32
 
 
 @dataclass
@@ -267,6 +280,9 @@ _CULPRITS = {
     "target_probs": "target_step's rows",
     "draft_probs": "draft_step's probs",
     "draft_tokens": "draft_step's tokens",
+    # from_logits: accept_logits gets target_logits_step's rows and the stacked draft logits.
+    "target_logits": "target_logits_step's logits",
+    "draft_logits": "draft_logits_step's logits",
 }
 _OP_ERROR = re.compile(r"spec_verify\.\w+: (\w+)")
 
@@ -274,6 +290,17 @@ _OP_ERROR = re.compile(r"spec_verify\.\w+: (\w+)")
 def _culprit(error: Exception) -> Optional[str]:
     m = _OP_ERROR.match(str(error))
     return _CULPRITS.get(m.group(1)) if m else None
+
+
+def _check_draft_logits(x) -> None:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"draft_logits_step returned {_kind(x)}, expected a float32 tensor [V]")
+    if x.dtype != torch.float32:
+        raise TypeError(f"draft_logits_step returned logits of dtype {x.dtype}, expected torch.float32")
+    if x.dim() != 1:
+        raise ValueError(f"draft_logits_step returned logits of shape {list(x.shape)}, expected [V]")
+    if not x.is_cpu:
+        raise ValueError(f"draft_logits_step returned logits on {x.device}, expected a tensor on the CPU")
 
 
 def _greedy_verifier(target_rows, draft_probs, tokens, generator):
@@ -358,9 +385,101 @@ class SpeculativeDecoder:
         self.generator = generator
         self.verifier = verifier
         self.stats = DecodeStats(k)
+        # The warping parameters when made by from_logits (a dict), else None.
+        self.warping: Optional[dict] = None
+        self._target_name = "target_step"
 
     def __repr__(self) -> str:
+        if self.warping is not None:
+            params = ", ".join(f"{name}={value}" for name, value in self.warping.items())
+            return f"SpeculativeDecoder.from_logits(k={self.k}, {params})"
         return f"SpeculativeDecoder(k={self.k}, greedy={self.greedy})"
+
+    @classmethod
+    def from_logits(
+        cls,
+        draft_logits_step: DraftLogitsStep,
+        target_logits_step: TargetStep,
+        k: int = 4,
+        *,
+        temperature: float = 1.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        min_p: float = 0.0,
+        generator: Optional[torch.Generator] = None,
+    ) -> "SpeculativeDecoder":
+        """A decoder over two logits functions: the decoder samples and verifies.
+
+        Each round calls `draft_logits_step` k times, samples every draft token from the
+        draft's warped row with `sample` (one uniform each, from `generator`), stacks the k
+        draft rows into `[k, V]` and verifies the round with `accept_logits` (K+1 uniforms),
+        every row warped with the same parameters (see `spec_verify.warp`). The output then
+        has the law of the target's warped rows, as plain sampling from the target with
+        these parameters would. `temperature` 0 is greedy: draft tokens by argmax,
+        `verify_greedy`, and output identical to plain greedy decoding of the target.
+
+        Args:
+            draft_logits_step (`Callable[[List[int]], torch.Tensor]`): `draft_logits_step(seq)
+                -> logits`: float32 `[V]` on the CPU, the draft's next-token logits after the
+                ids `seq` (a fresh list: the verified prefix, then the round's draft tokens
+                so far).
+            target_logits_step (`Callable[[List[int], torch.Tensor], torch.Tensor]`):
+                `target_logits_step(prefix, proposed) -> logits`: float32 `[k+1, V]` on the
+                CPU, the target's logits after `prefix + proposed[:i]` for i = 0..k, as
+                `target_step` of the constructor.
+            k (`int`, *optional*, defaults to 4): draft tokens per round, in `[0, MAX_K]`.
+            temperature (`float`, *optional*, defaults to 1.0): >= 0; 0 = greedy.
+            top_k (`int`, *optional*, defaults to 0): >= 0; 0 = off.
+            top_p (`float`, *optional*, defaults to 1.0): in (0, 1]; 1 = off.
+            min_p (`float`, *optional*, defaults to 0.0): in [0, 1); 0 = off.
+            generator (`torch.Generator`, *optional*): the generator of every draw (draft
+                tokens and verification); the default generator when None.
+
+        Returns:
+            `SpeculativeDecoder`: with `greedy = (temperature == 0)` and `warping` the dict
+            of the four parameters; `generate` and `stream` work as for any decoder.
+
+        Raises:
+            TypeError: a callback that is not callable; a parameter, k or generator of the
+                wrong type (bool is not a number).
+            ValueError: a parameter or k out of range. While generating, a callback's output
+                of the wrong type, shape or contents raises naming the callback.
+        """
+        what = "SpeculativeDecoder.from_logits"
+        for name, f in (("draft_logits_step", draft_logits_step), ("target_logits_step", target_logits_step)):
+            if not callable(f):
+                raise TypeError(f"{what}: {name} must be callable, got {type(f).__name__}")
+        temperature, top_k, top_p, min_p = _warp_params(what, temperature, top_k, top_p, min_p)
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise TypeError(f"{what}: generator must be a torch.Generator or None, got {type(generator).__name__}")
+        greedy = temperature == 0.0
+
+        def draft_step(prefix: List[int], k: int):
+            seq, start, rows = prefix, len(prefix), []  # prefix: the loop's own fresh copy
+            for _ in range(k):
+                x = draft_logits_step(seq[:])
+                if not (type(x) is _Tensor and x.dtype is _float32 and x.dim() == 1 and x.is_cpu):
+                    _check_draft_logits(x)
+                try:
+                    t = int(_sample(x, temperature, top_k, top_p, min_p, generator))
+                except (ValueError, TypeError) as e:
+                    raise type(e)(f"SpeculativeDecoder: the sampling op rejected draft_logits_step's "
+                                  f"logits after {len(seq)} tokens: {e}") from e
+                seq.append(t)
+                if not greedy:
+                    rows.append(x)
+            return torch.tensor(seq[start:], dtype=_int64), (torch.stack(rows) if rows else None)
+
+        def verifier(rows, draft_rows, tokens, gen):
+            return accept_logits(rows, draft_rows, tokens, temperature=temperature, top_k=top_k, top_p=top_p,
+                                 min_p=min_p, generator=gen)
+
+        # Greedy too goes through accept_logits (verify_greedy at temperature 0), so that a bad
+        # row is reported as target_logits_step's.
+        dec = cls(draft_step, target_logits_step, k, greedy=greedy, generator=generator, verifier=verifier)
+        dec.warping = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p}
+        dec._target_name = "target_logits_step"
+        return dec
 
     def generate(
         self,
@@ -512,14 +631,14 @@ class SpeculativeDecoder:
 
     def _check_target(self, rows, k: int) -> int:
         if not isinstance(rows, torch.Tensor):
-            raise TypeError(f"target_step returned {_kind(rows)}, expected a float32 tensor [k+1, V]")
+            raise TypeError(f"{self._target_name} returned {_kind(rows)}, expected a float32 tensor [k+1, V]")
         if rows.dtype != torch.float32:
-            raise TypeError(f"target_step returned rows of dtype {rows.dtype}, expected torch.float32")
+            raise TypeError(f"{self._target_name} returned rows of dtype {rows.dtype}, expected torch.float32")
         if rows.dim() != 2 or rows.shape[0] != k + 1 or rows.shape[1] == 0:
-            raise ValueError(f"target_step returned rows of shape {list(rows.shape)}, expected "
+            raise ValueError(f"{self._target_name} returned rows of shape {list(rows.shape)}, expected "
                              f"[k+1, V] = [{k + 1}, V] with V > 0")
         if not rows.is_cpu:
-            raise ValueError(f"target_step returned rows on {rows.device}, expected a tensor on the CPU")
+            raise ValueError(f"{self._target_name} returned rows on {rows.device}, expected a tensor on the CPU")
         return rows.shape[1]
 
     def _verify(self, rows, probs, tokens, k: int) -> Tuple[int, int]:
@@ -530,8 +649,9 @@ class SpeculativeDecoder:
             if probs is None:  # k = 0: nothing was drafted
                 probs = rows.new_empty((0, vocab))
             elif probs.shape[1] != vocab:
-                raise ValueError(f"draft_step returned probs with V = {probs.shape[1]} columns but "
-                                 f"target_step returned rows with V = {vocab}")
+                draft = "draft_logits_step returned logits" if self.warping is not None else "draft_step returned probs"
+                raise ValueError(f"{draft} with V = {probs.shape[1]} columns but "
+                                 f"{self._target_name} returned rows with V = {vocab}")
         try:
             result = self.verifier(rows, probs, tokens, self.generator)
         except (ValueError, TypeError) as e:
