@@ -482,13 +482,18 @@ def test_argument_checks(sv):
 
 
 def test_kernel_package_imports_only_stdlib_torch_and_itself(sv):
+    """At import, the package needs the standard library and torch only. The transformers
+    adapter (transformers.py) imports transformers inside its functions, when called."""
     import ast
     import sys
     from pathlib import Path
 
     allowed = set(sys.stdlib_module_names) | {"torch", "__future__"}
     for path in Path(sv.__file__).parent.glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
+        tree = ast.parse(path.read_text())
+        lazy = {id(node) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                for node in ast.walk(f)}
+        for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.level == 0:
@@ -496,7 +501,9 @@ def test_kernel_package_imports_only_stdlib_torch_and_itself(sv):
             else:
                 continue
             for name in names:
-                assert name.split(".")[0] in allowed, f"{path.name} imports {name}"
+                ok = name.split(".")[0] in allowed or (
+                    path.name == "transformers.py" and id(node) in lazy and name.split(".")[0] == "transformers")
+                assert ok, f"{path.name} imports {name}"
 
 
 # The verifier hook ------------------------------------------------------------------------

@@ -138,4 +138,23 @@ def test_public_api_is_all(sv):
         assert "Returns:" in doc and "top_p (`float`" in doc and "{args}" not in doc, name
     doc = inspect.getdoc(sv.SpeculativeDecoder.from_logits)
     assert "Args:" in doc and "Returns:" in doc and "Raises:" in doc
+    # The transformers adapter: reachable from the kernel module (whose name is generated),
+    # documented, and transformers is not imported by importing the package.
+    adapter = sv.transformers
+    assert adapter.__name__ == sv.__name__ + ".transformers"
+    for name in ("speculative_decoder", "logits_steps", "CachedCausalLM"):
+        doc = inspect.getdoc(getattr(adapter, name))
+        assert doc and "Args:" in doc and ("Returns:" in doc or inspect.isclass(getattr(adapter, name))), name
 
+
+def test_package_imports_only_torch(sv):
+    """Importing the kernel imports neither transformers nor numpy (a fresh interpreter)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, os; from kernels import get_kernel; "
+            "sv = get_kernel('phanerozoic/spec-verify', version=1, trust_remote_code=True); "
+            "assert sv.transformers.speculative_decoder; "
+            "print(sorted(m for m in ('transformers', 'numpy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "transformers" not in out.stdout, out.stdout

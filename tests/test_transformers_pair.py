@@ -1,5 +1,6 @@
-"""SpeculativeDecoder on a pair of Hugging Face transformers causal LMs, through the adapter
-in examples/transformers_adapter.py (a KV cache per model).
+"""SpeculativeDecoder on a pair of Hugging Face transformers causal LMs, through the packaged
+adapter `spec_verify.transformers` (a KV cache per model, SpeculativeDecoder.from_logits),
+reached from the kernel module as users reach it: `sv.transformers`.
 
 Both models are built from a config with fixed seeds (nothing is downloaded): a 2-layer
 Llama with hidden size 64 and a 32000-token vocabulary as the target, and as the draft the
@@ -9,19 +10,14 @@ draft agrees with the target most of the time, not always.
 from __future__ import annotations
 
 import copy
-import importlib.util
 import warnings
-from pathlib import Path
 
 import pytest
 import torch
 
 import transformers  # a test dependency (requirements.txt), never imported by the kernel
-
-ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("transformers_adapter", ROOT / "examples" / "transformers_adapter.py")
-adapter = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(adapter)
+import warp_reference as ref
+from law import g_test
 
 VOCAB = 32000
 PROMPTS = [[1, 500, 1200, 7, 99, 3000], [1, 31999]]
@@ -71,15 +67,16 @@ def hf_greedy(model, prompt, max_new, eos=None):
 def test_greedy_equals_transformers_generate(sv, models, k):
     target, draft = models
     for prompt in PROMPTS:
-        draft_step, target_step = adapter.speculative_steps(draft, target)
-        dec = sv.SpeculativeDecoder(draft_step, target_step, k=k, greedy=True)
+        dec = sv.transformers.speculative_decoder(draft, target, k=k, temperature=0)
         out = dec.generate(prompt, max_new=48)
         assert out == hf_greedy(target, prompt, 48)
         stats = dec.stats
         assert stats.new_tokens == 48 and stats.stop_reason == "max_new"
         # The KV cache works: the target is fed the prompt once, then k+1 tokens a round
         # (the emitted token and the next proposals), never the prefix again.
-        assert target_step.model.fed == len(prompt) - 1 + stats.proposed + stats.rounds
+        assert dec.target_cache.fed == len(prompt) - 1 + stats.proposed + stats.rounds
+        # The draft is fed each of its own proposals but the last, and the emitted token.
+        assert dec.draft_cache.fed <= len(prompt) - 1 + stats.proposed + stats.rounds
         if k == 4:
             # The perturbed draft agrees with the target most of the time, not always.
             assert 0.5 < stats.acceptance_rate < 0.98, stats.summary()
@@ -92,8 +89,7 @@ def test_greedy_stop_tokens_equal_transformers_generate(sv, models):
     # Stop tokens picked from the free-running output, so the stop happens mid-stream.
     first_seen = [t for i, t in enumerate(free) if t not in free[:i]]
     one, two = first_seen[20], first_seen[12]
-    draft_step, target_step = adapter.speculative_steps(draft, target)
-    dec = sv.SpeculativeDecoder(draft_step, target_step, k=4)
+    dec = sv.transformers.speculative_decoder(draft, target, k=4, temperature=0)
     for eos in (one, [one, two]):
         expected = hf_greedy(target, prompt, 48, eos=eos)
         assert expected[-1] in ([eos] if isinstance(eos, int) else eos)
@@ -107,8 +103,7 @@ def test_sampling_is_reproducible_and_valid(sv, models):
     outs = []
     for _ in range(2):
         g = torch.Generator().manual_seed(7)
-        draft_step, target_step = adapter.speculative_steps(draft, target, temperature=0.7, generator=g)
-        dec = sv.SpeculativeDecoder(draft_step, target_step, k=4, greedy=False, generator=g)
+        dec = sv.transformers.speculative_decoder(draft, target, k=4, temperature=0.7, generator=g)
         chunks = list(dec.stream(PROMPTS[0], max_new=40))
         outs.append(sum(chunks, []))
         assert all(1 <= len(c) <= 5 for c in chunks) and len(outs[-1]) == 40
@@ -120,7 +115,39 @@ def test_sampling_is_reproducible_and_valid(sv, models):
 def test_cache_follows_a_new_prompt(sv, models):
     # A second generation with another prompt must not reuse the first one's cache rows.
     target, draft = models
-    draft_step, target_step = adapter.speculative_steps(draft, target)
-    dec = sv.SpeculativeDecoder(draft_step, target_step, k=3)
+    dec = sv.transformers.speculative_decoder(draft, target, k=3, temperature=0)
     for prompt in (PROMPTS[0], PROMPTS[1], PROMPTS[0][:3], PROMPTS[0]):
         assert dec.generate(prompt, max_new=12) == hf_greedy(target, prompt, 12)
+
+
+@pytest.mark.slow
+def test_top_p_first_token_law(sv, models):
+    """Sampling with temperature 0.03 and top-p 0.8 (the tiny random models' logits are
+    flat: their spread is about 0.16, so a low temperature makes a peaked row: 8 tokens kept,
+    the least probable with probability 0.036), k = 2.
+
+    Null hypothesis: the first token of a generation is distributed as the target's warped
+    row after the prompt (the float64 reference warp of the target's logits): by the
+    residual identity this holds whatever the draft proposes. Sample size: 700
+    generations (one round each, from a fixed seed). Test: G-test (cells expecting fewer
+    than 5 pooled); fails at p < 1e-6.
+    """
+    target, draft = models
+    prompt = PROMPTS[0]
+    params = dict(temperature=0.03, top_k=0, top_p=0.8, min_p=0.0)
+    with torch.no_grad():
+        logits = target(torch.tensor([prompt])).logits[0, -1].float()
+    law, kept, _, margin = ref.warp_row(logits, *params.values())
+    assert margin > ref.CLEAR and 3 <= int(kept.sum()) <= 40, (margin, int(kept.sum()))
+    assert torch.equal(sv.warp(logits, **params) > 0, kept)
+    g = torch.Generator().manual_seed(11)
+    dec = sv.transformers.speculative_decoder(draft, target, k=2, generator=g, **params)
+    counts = torch.zeros(VOCAB)
+    accepted = 0
+    for _ in range(700):
+        first_round = next(dec.stream(prompt, max_new=8))
+        counts[first_round[0]] += 1
+        accepted += len(first_round) - 1
+    g_stat, df, p = g_test(counts, law)
+    assert p > 1e-6, f"G = {g_stat:.1f}, df = {df}, p = {p:.3g}"
+    assert 0 < accepted < 2 * 700, "the draft should be accepted sometimes, not always"

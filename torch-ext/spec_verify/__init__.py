@@ -8,6 +8,8 @@ sample, sample_with_uniforms  a token per logits row from its warped distributio
 accept_logits, accept_logits_with_uniforms  accept on the warped rows of target and draft logits.
 SpeculativeDecoder  the draft/verify loop over user callbacks (or, from_logits, over two
                     logits functions); DecodeStats its statistics.
+transformers        speculative_decoder(draft_model, target_model, ...) for two Hugging Face
+                    causal LMs (imports transformers only when called).
 isa, available_isas the instruction-set path in use, and those this CPU can run.
 
 Rows are float32 [*, V] tensors on the CPU, one row per position: probabilities (need not
@@ -31,6 +33,7 @@ from ._api import (  # noqa: F401
 )
 from ._ops import ops  # noqa: F401
 from .decoder import DecodeStats, SpeculativeDecoder
+from . import transformers  # noqa: F401,E402  (a module: transformers itself is imported lazily)
 
 __all__ = [
     "verify_greedy",
