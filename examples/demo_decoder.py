@@ -7,6 +7,10 @@ bytes, the draft only the last 3 (the same counts, cut short), so the draft gues
 easy continuations (the rest of an identifier, indentation) and misses the rest. Both are smoothed by interpolating
 every shorter context down to the uniform row, so no byte ever has probability 0.
 
+Three runs: greedy (checked against plain greedy decoding), sampling from the probability
+rows, and sampling from logits with temperature 0.9 and top-p 0.95 through
+SpeculativeDecoder.from_logits (the n-gram rows' logarithms as logits).
+
     run(sv)   what examples/demo.py calls; standalone: .venv/bin/python examples/demo_decoder.py
 """
 from __future__ import annotations
@@ -150,6 +154,18 @@ def run(sv) -> None:
                                 greedy=False, generator=g)
     out = dec.generate(prompt, max_new=MAX_NEW)
     print("\n sampling (the output follows the target's law), seed 0:")
+    print(show(out))
+    print(stats_lines(dec.stats))
+
+    # From logits: the decoder samples the drafts (sample) and verifies (accept_logits),
+    # both models warped alike; no sampling code here. (Below temperature 0.9 this byte
+    # model falls into runs of spaces, its likeliest continuation of a space.)
+    g = torch.Generator().manual_seed(0)
+    dec = sv.SpeculativeDecoder.from_logits(
+        lambda seq: draft.probs(seq).log(), lambda prefix, proposed: target.target(prefix, proposed).log(),
+        k=K, temperature=0.9, top_p=0.95, generator=g)
+    out = dec.generate(prompt, max_new=MAX_NEW)
+    print("\n sampling from logits, temperature 0.9, top-p 0.95 (SpeculativeDecoder.from_logits), seed 0:")
     print(show(out))
     print(stats_lines(dec.stats))
 
