@@ -50,6 +50,13 @@ BAR_ACCEPT_ARGMAX = 3.0    # accept / one torch.argmax at V = 64, at most
 
 CLIP = 2.0  # a call counts at most this many times its median (see settle)
 
+# Targets of the logits issue, reported (not enforced): a sampled round from logits
+# (sample for the K draft rows + accept_logits), and sample on one row, best path.
+TARGET_ROUND_TOP_P_VS_HF = 100.0    # transformers' pipeline / ours, at least (T 0.8, top-p 0.9)
+TARGET_ROUND_TOP_P_FLOOR = 6.0      # ours / one read pass over the 2K+1 rows, at most
+TARGET_ROUND_TEMP_FLOOR = 4.0       # the same with temperature only
+TARGET_SAMPLE_TOP_P_VS_HF = 50.0    # transformers' warpers + softmax + multinomial / sample
+
 
 @dataclass
 class Column:
@@ -355,6 +362,81 @@ def fixed_cost_case(sv, paths, seed):
     return cols
 
 
+def pipeline_cases(sv, v: int, k: int, seed: int):
+    """A whole sampled round from logits, and one sampled row, against transformers' way.
+
+    The round: K calls of sample (one draft row each, as a draft model produces them) and
+    one accept_logits; the draft's logits equal the target's first K rows (separate
+    memory), so every draft token is accepted and the round reads all 2K+1 rows, like the
+    floor. The reference: transformers' warpers + softmax + torch.multinomial for each
+    draft row, then warpers + softmax of the K+1 target rows and `accept` on them
+    (torch_reference.hf_sampled_round). The floor: one torch.sum over the 2K+1 rows.
+    """
+    g = torch.Generator().manual_seed(seed)
+    mem = torch.empty(2 * k + 1, v)
+    mem[: k + 1] = torch.randn(k + 1, v, generator=g) * 3
+    mem[k + 1:] = mem[:k]
+    target, draft = mem[: k + 1], mem[k + 1:]
+    cases = []
+    for label, temperature, top_p in (("round, T 0.8, top-p 0.9", 0.8, 0.9), ("round, T 0.8", 0.8, 1.0)):
+        warpers = torch_reference.hf_warpers(temperature, top_p)
+        gen_op, gen_ref = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
+
+        def ours(t=temperature, p=top_p, gen=gen_op):
+            tokens = [int(sv.sample(draft[i], temperature=t, top_p=p, generator=gen)) for i in range(k)]
+            return sv.accept_logits(target, draft, tokens, temperature=t, top_p=p, generator=gen)
+
+        def hf(w=warpers, gen=gen_ref):
+            return torch_reference.hf_sampled_round(target, draft, w, sv.accept, gen)
+
+        if ours()[0] != k or hf()[0] != k:
+            raise RuntimeError(f"{label}: equal draft and target rows should accept every draft token")
+        cols = {"ours": Column("ours", ours, [()]), "ref": Column("ref", hf, [()]),
+                "floor": Column("floor", torch.sum, [(mem,)])}
+        cases.append(Case("pipeline", v, k, label, 2 * k + 1, cols,
+                          {"temperature": temperature, "top_p": top_p}))
+    warpers = torch_reference.hf_warpers(0.8, 0.9)
+    gen_op, gen_ref = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
+    row = target[0]
+    cols = {"ours": Column("ours", lambda: sv.sample(row, temperature=0.8, top_p=0.9, generator=gen_op), [()]),
+            "ref": Column("ref", lambda: torch_reference.hf_sample(row, warpers, gen_ref), [()]),
+            "floor": Column("floor", torch.sum, [(row,)])}
+    cases.append(Case("pipeline", v, k, "sample one row, T 0.8, top-p 0.9", 1, cols,
+                      {"temperature": 0.8, "top_p": 0.9}))
+    return cases
+
+
+def pipeline_report(cases: list, path: str):
+    """The logits table, the issue's targets (reported, never enforced), and JSON rows."""
+    lines = ["| V | K | case | rows | ours us [IQR] | transformers us | floor us | transformers/ours [IQR] | "
+             "ours/floor [IQR] |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    targets, rows = [], []
+    for case in cases:
+        o, r, f = case.columns["ours"], case.columns["ref"], case.columns["floor"]
+        vs_ref, vs_floor = paired_ratio(r, o), paired_ratio(o, f)
+        so, sr, sf = summary_us(o), summary_us(r), summary_us(f)
+        lines.append(f"| {case.v} | {case.k} | {case.label} | {case.rows:g} | {so['median_us']:.1f} "
+                     f"[{so['q1_us']:.1f}-{so['q3_us']:.1f}] | {sr['median_us']:.0f} | {sf['median_us']:.1f} | "
+                     f"{fmt_iqr(vs_ref, 1)} | {fmt_iqr(vs_floor)} |")
+        rows.append({"op": "pipeline", "V": case.v, "K": case.k, "case": case.label, "rows_read": case.rows,
+                     "path": path, "op_time": so, "reference_time": sr, "floor_time": sf,
+                     "reference_over_op": vs_ref, "op_over_floor": vs_floor, **case.extra})
+        where = f"{case.label} V={case.v} K={case.k} [{path}]"
+        if case.label.startswith("sample"):
+            targets.append((where, "transformers/ours", vs_ref, TARGET_SAMPLE_TOP_P_VS_HF, False))
+        elif case.extra["top_p"] < 1.0:
+            targets.append((where, "transformers/ours", vs_ref, TARGET_ROUND_TOP_P_VS_HF, False))
+            targets.append((where, "ours/floor", vs_floor, TARGET_ROUND_TOP_P_FLOOR, True))
+        else:
+            targets.append((where, "ours/floor", vs_floor, TARGET_ROUND_TEMP_FLOOR, True))
+    target_lines = []
+    for where, what, ratio, bar, at_most in targets:
+        v = verdict(ratio, bar, at_most).replace("PASS", "meets").replace("FAIL", "misses")
+        target_lines.append(f"{v:<6}  {where}: {what} {fmt_iqr(ratio)} (target {'<=' if at_most else '>='} {bar:g})")
+    return lines, target_lines, rows
+
+
 # ---------------------------------------------------------------- report
 
 def fmt_iqr(r: dict, digits: int = 2) -> str:
@@ -373,6 +455,8 @@ def main() -> int:
     ap.add_argument("--strict", action="store_true", help="exit 1 if the best path misses the bar")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "compare.json")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--logits-only", action="store_true",
+                    help="only the logits pipeline comparison (sampled rounds and sample)")
     args = ap.parse_args()
     blocks, chunk_ns, n_mix = (11, 0.5e6, 20) if args.quick else (81, 1.5e6, 40)
 
@@ -386,6 +470,21 @@ def main() -> int:
     started = time.perf_counter()
     print(f"kernel {sv.__name__}, paths {', '.join(paths)} (bar on {best}), torch {torch.__version__}, "
           f"1 thread, {blocks} interleaved blocks{' (quick)' if args.quick else ''}", file=sys.stderr)
+
+    pipe: list = []
+    sv._force_isa(best)
+    for v, k in SHAPES:
+        for case in pipeline_cases(sv, v, k, args.seed):
+            run_blocks(list(case.columns.values()), blocks, chunk_ns, overhead)
+            print(f"  timed {case.op} V={case.v} K={case.k} {case.label}", file=sys.stderr)
+            pipe.append(case)
+    sv._force_isa("")
+    pipe_lines, pipe_targets, pipe_rows = pipeline_report(pipe, best)
+    if args.logits_only:
+        print("\n".join(pipe_lines))
+        print(f"\nTargets of the logits issue ({best} path; reported, not enforced):")
+        print("\n".join(pipe_targets))
+        return 0
 
     cases: list = []
     for v, k in SHAPES:
@@ -464,6 +563,12 @@ def main() -> int:
     print(f"\nPerformance bar ({best} path; ratios are medians of paired blocks, [IQR]):")
     print("\n".join(bar_lines))
     print(f"\n{len(bars) - failed} of {len(bars)} bar lines pass; {elapsed:.0f} s")
+    print(f"\nLogits in: a sampled round (K sample calls + accept_logits; every draft accepted, so "
+          f"2K+1 rows read) and sample on one row, against transformers' warpers + softmax + multinomial "
+          f"(+ accept on the warped rows), {best} path:\n")
+    print("\n".join(pipe_lines))
+    print("\nTargets of the logits issue (reported, not enforced):")
+    print("\n".join(pipe_targets))
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({
@@ -473,7 +578,7 @@ def main() -> int:
         "threads": torch.get_num_threads(), "blocks": blocks, "chunk_ms": chunk_ns / 1e6,
         "clock_overhead_ns_subtracted": overhead, "call_cap_times_median": CLIP,
         "quick": args.quick, "seconds": elapsed,
-        "cases": results, "fixed_cost": fixed, "fixed_cost_breakdown_us": breakdown,
+        "cases": results + pipe_rows, "fixed_cost": fixed, "fixed_cost_breakdown_us": breakdown,
         "bar": [{"where": w, "ratio": what, "value": r, "bar": b,
                  "at_most": am_, "verdict": verdict(r, b, am_)} for w, what, r, b, am_ in bars],
     }, indent=2))

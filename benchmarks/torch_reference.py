@@ -31,3 +31,43 @@ def accept(target_probs, draft_probs, draft_tokens, generator=None):
         residual = residual / residual.sum()
         return n, int(torch.multinomial(residual, 1, generator=generator))
     return k, int(torch.multinomial(p[k], 1, generator=generator))
+
+
+# Logits in: the warping pipeline a transformers user runs ------------------------------------
+
+def hf_warpers(temperature: float, top_p: float = 1.0):
+    """transformers' warpers for these parameters, in its order (temperature, then top-p)."""
+    from transformers.generation.logits_process import TemperatureLogitsWarper, TopPLogitsWarper
+
+    warpers = [TemperatureLogitsWarper(temperature)]
+    if top_p < 1.0:
+        warpers.append(TopPLogitsWarper(top_p))
+    return warpers
+
+
+_NO_IDS = torch.zeros(1, 1, dtype=torch.int64)
+
+
+def hf_probs(logits: torch.Tensor, warpers) -> torch.Tensor:
+    """Warped probabilities of logits rows [R, V]: the warpers, then softmax."""
+    scores = logits
+    for w in warpers:
+        scores = w(_NO_IDS, scores)
+    return torch.softmax(scores, -1)
+
+
+def hf_sample(logits: torch.Tensor, warpers, generator=None) -> int:
+    """One token from one row [V]: warpers + softmax + torch.multinomial."""
+    return int(torch.multinomial(hf_probs(logits[None], warpers)[0], 1, generator=generator))
+
+
+def hf_sampled_round(target_logits, draft_logits, warpers, accept, generator=None):
+    """A whole sampled round from logits, the transformers way: each of the K draft rows is
+    warped, softmaxed and sampled as it comes (torch.multinomial), then the K+1 target rows
+    are warped and softmaxed and `accept` (spec_verify's op, passed in) verifies on the
+    softmaxed warped rows."""
+    k = draft_logits.shape[0]
+    rows = [hf_probs(draft_logits[i:i + 1], warpers)[0] for i in range(k)]
+    tokens = torch.tensor([int(torch.multinomial(r, 1, generator=generator)) for r in rows])
+    target = hf_probs(target_logits, warpers)
+    return accept(target, torch.stack(rows), tokens, generator)
