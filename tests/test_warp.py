@@ -238,13 +238,13 @@ def test_sample_draws_one_uniform_per_row_in_order(sv):
 
 def test_accept_logits_is_accept_on_the_warped_rows(sv):
     """accept_logits_with_uniforms against float64 `accept` on the reference's warped rows,
-    same uniforms: equal (n, token) on 2000 rounds, skipping rounds with a decision within
+    same uniforms: equal (n, token) on 1500 rounds, skipping rounds with a decision within
     1e-9 of its boundary. Also: accept_logits draws exactly K+1 uniforms."""
     g = torch.Generator().manual_seed(6)
     k, vocab = 3, 40
     checked = 0
     for temperature, top_k, top_p, min_p in PARAMS[::3]:
-        for _ in range(400):
+        for _ in range(250):
             p_logits = random_rows(g, k + 1, vocab)
             q_logits = (p_logits[:k] + torch.randn(k, vocab, generator=g)).float()
             wp = ref.warp(p_logits, temperature, top_k, top_p, min_p)
@@ -269,7 +269,7 @@ def test_accept_logits_is_accept_on_the_warped_rows(sv):
                                                              temperature=temperature, top_k=top_k,
                                                              top_p=top_p, min_p=min_p)
                 assert torch.equal(g1.get_state(), g2.get_state())
-    assert checked > 1000
+    assert checked > 600
 
 
 def test_accept_logits_greedy_is_verify_greedy(sv):
@@ -379,6 +379,8 @@ def test_every_path_gives_the_same_bits(sv, isa, vocab):
     """warp's output bit for bit, and the tokens of sample_with_uniforms and
     accept_logits_with_uniforms, are those of the scalar reference path."""
     got = path_results(sv, vocab, seed=vocab)
+    if isa == "scalar":
+        return  # the reference itself: it ran
     sv._force_isa("scalar")
     want = path_results(sv, vocab, seed=vocab)
     sv._force_isa(isa)
