@@ -246,9 +246,7 @@ struct Avx2Ops {
   static SPEC_VERIFY_AVX2 I iadd(I a, I b) { return _mm256_add_epi32(a, b); }
   template <int s> static SPEC_VERIFY_AVX2 I srai(I a) { return _mm256_srai_epi32(a, s); }
   template <int s> static SPEC_VERIFY_AVX2 I slli(I a) { return _mm256_slli_epi32(a, s); }
-  static SPEC_VERIFY_AVX2 F zero_unless_ge(F x, F y, F limit) {
-    return _mm256_and_ps(x, _mm256_cmp_ps(y, limit, _CMP_GE_OQ));
-  }
+  static SPEC_VERIFY_AVX2 F scale(F p, F, F t) { return scale_by_two_factors<Avx2Ops>(p, t); }
 };
 
 SPEC_VERIFY_AVX2_KERNEL void f32_row_weights__avx2(const float* x, int64_t n, float temperature,

@@ -184,22 +184,13 @@ SPEC_VERIFY_AVX512_KERNEL void f32_residual_mass__avx512(const float* p, const f
 // Note [One exp], 16 lanes.
 struct Avx512Ops {
   using F = __m512;
-  using I = __m512i;
   static SPEC_VERIFY_AVX512 F splat(float x) { return _mm512_set1_ps(x); }
   static SPEC_VERIFY_AVX512 F add(F a, F b) { return _mm512_add_ps(a, b); }
   static SPEC_VERIFY_AVX512 F sub(F a, F b) { return _mm512_sub_ps(a, b); }
   static SPEC_VERIFY_AVX512 F mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static SPEC_VERIFY_AVX512 F max(F a, F b) { return _mm512_max_ps(a, b); }
-  static SPEC_VERIFY_AVX512 I bits(F x) { return _mm512_castps_si512(x); }
-  static SPEC_VERIFY_AVX512 F from_bits(I i) { return _mm512_castsi512_ps(i); }
-  static SPEC_VERIFY_AVX512 I isplat(int32_t i) { return _mm512_set1_epi32(i); }
-  static SPEC_VERIFY_AVX512 I isub(I a, I b) { return _mm512_sub_epi32(a, b); }
-  static SPEC_VERIFY_AVX512 I iadd(I a, I b) { return _mm512_add_epi32(a, b); }
-  template <int s> static SPEC_VERIFY_AVX512 I srai(I a) { return _mm512_srai_epi32(a, s); }
-  template <int s> static SPEC_VERIFY_AVX512 I slli(I a) { return _mm512_slli_epi32(a, s); }
-  static SPEC_VERIFY_AVX512 F zero_unless_ge(F x, F y, F limit) {
-    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(y, limit, _CMP_GE_OQ), x);
-  }
+  // vscalefps: p * 2^n with one rounding, as scale_by_two_factors gives it.
+  static SPEC_VERIFY_AVX512 F scale(F p, F n, F) { return _mm512_scalef_ps(p, n); }
 };
 
 SPEC_VERIFY_AVX512_KERNEL void f32_row_weights__avx512(const float* x, int64_t n, float temperature,

@@ -157,9 +157,7 @@ struct NeonOps {
   static I iadd(I a, I b) { return vaddq_s32(a, b); }
   template <int s> static I srai(I a) { return vshrq_n_s32(a, s); }
   template <int s> static I slli(I a) { return vshlq_n_s32(a, s); }
-  static F zero_unless_ge(F x, F y, F limit) {
-    return vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(x), vcgeq_f32(y, limit)));
-  }
+  static F scale(F p, F, F t) { return scale_by_two_factors<NeonOps>(p, t); }
 };
 
 void f32_row_weights__neon(const float* x, int64_t n, float temperature, float z_max, float* w) {
