@@ -64,8 +64,9 @@ int main(int argc, char** argv) {
       kt.residual_mass(p.data(), q.data(), a, b, n, blocks.data(), &R);
       sink += R;
     } else if (kernel == "weights") {
-      kt.row_weights(x.data(), n, 0.8f, x_max / 0.8f, out.data());
-      sink += out[n / 2];
+      double m = 0;
+      kt.row_weights(x.data(), n, 0.8f, x_max / 0.8f, out.data(), blocks.data(), &m);
+      sink += m;
     } else if (kernel == "keep") {
       double m = 0, a = 0;
       kt.keep_at_least(w.data(), n, 0.01f, out.data(), blocks.data(), &m, above.data(), &a);
