@@ -8,16 +8,16 @@
 //   r = (y - n * C1) - n * C2            (C1 + C2 = ln 2; C1 has 9 significant bits, so
 //                                         n * C1 is exact for |n| < 2^15)
 //   p = ((((((P0 * r + P1) * r + P2) * r + P3) * r + P4) * r + P5) * (r * r) + r) + 1
-//   w = (p * 2^(n >> 1)) * 2^(n - (n >> 1))   (two factors, both normal floats, so a
-//                                         subnormal result is rounded once, at the end)
-//   w = +0.0 where the original y < -104 (-inf included).
+//   w = p * 2^n, rounded once             (n in [-150, 0]; p in [0.7, 1.42])
+// y = -104 (any y below, -inf included) gives n = -150 and p < 1, so w rounds to +0.0.
 // Cody and Waite's reduction with Cephes' expf polynomial; within 2 ulp of exp for
 // y in [-87, 0], and exp(0) is exactly 1 (r = 0, n = 0). The argument is never NaN or
 // positive here (callers validate the row and subtract its maximum).
 //
-// A path supplies Ops: a lane type F (floats) and I (int32), with splat, add, sub, mul,
-// max, bits (F -> I, reinterpret), from_bits, isplat, isub, iadd, srai<s> (arithmetic
-// shift), slli<s>, and zero_unless_ge(x, y, limit) (x where y >= limit, else +0.0).
+// A path supplies Ops: a lane type F with splat, add, sub, mul, max, and scale(p, n, t),
+// p * 2^n rounded once, given n as a float and t = n + 1.5 * 2^23 (whose low bits hold n).
+// scale_by_two_factors is that for any path with 32-bit integer lanes: p * 2^(n >> 1) is
+// exact (a normal float), so multiplying by 2^(n - (n >> 1)) rounds once.
 #pragma once
 
 #include <bit>
@@ -28,10 +28,8 @@ namespace spec_verify {
 template <class Ops>
 inline __attribute__((always_inline)) typename Ops::F exp_nonpositive(typename Ops::F y) {
   using F = typename Ops::F;
-  using I = typename Ops::I;
-  const F limit = Ops::splat(-104.0f);
   const F magic = Ops::splat(12582912.0f);  // 1.5 * 2^23
-  const F yc = Ops::max(y, limit);
+  const F yc = Ops::max(y, Ops::splat(-104.0f));
   const F t = Ops::add(Ops::mul(yc, Ops::splat(1.44269504088896341f)), magic);
   const F n = Ops::sub(t, magic);
   const F r = Ops::sub(Ops::sub(yc, Ops::mul(n, Ops::splat(0.693359375f))),
@@ -43,13 +41,21 @@ inline __attribute__((always_inline)) typename Ops::F exp_nonpositive(typename O
   p = Ops::add(Ops::mul(p, r), Ops::splat(1.6666665459e-1f));
   p = Ops::add(Ops::mul(p, r), Ops::splat(5.0000001201e-1f));
   p = Ops::add(Ops::add(Ops::mul(p, Ops::mul(r, r)), r), Ops::splat(1.0f));
-  // n as an int32: t's bits minus the magic number's bits (t = 1.5 * 2^23 + n exactly).
-  const I ni = Ops::isub(Ops::bits(t), Ops::isplat(0x4b400000));
-  const I n1 = Ops::template srai<1>(ni);
-  const I n2 = Ops::isub(ni, n1);
-  const F s1 = Ops::from_bits(Ops::template slli<23>(Ops::iadd(n1, Ops::isplat(127))));
-  const F s2 = Ops::from_bits(Ops::template slli<23>(Ops::iadd(n2, Ops::isplat(127))));
-  return Ops::zero_unless_ge(Ops::mul(Ops::mul(p, s1), s2), y, limit);
+  return Ops::scale(p, n, t);
+}
+
+// Ops::scale through integer lanes: I with bits (F -> I), from_bits, isplat, isub, iadd,
+// srai<s> (arithmetic shift) and slli<s>.
+template <class Ops>
+inline __attribute__((always_inline)) typename Ops::F scale_by_two_factors(typename Ops::F p,
+                                                                            typename Ops::F t) {
+  using I = typename Ops::I;
+  const I n = Ops::isub(Ops::bits(t), Ops::isplat(0x4b400000));  // t's bits minus 1.5 * 2^23's
+  const I n1 = Ops::template srai<1>(n);
+  const I n2 = Ops::isub(n, n1);
+  const typename Ops::F s1 = Ops::from_bits(Ops::template slli<23>(Ops::iadd(n1, Ops::isplat(127))));
+  const typename Ops::F s2 = Ops::from_bits(Ops::template slli<23>(Ops::iadd(n2, Ops::isplat(127))));
+  return Ops::mul(Ops::mul(p, s1), s2);
 }
 
 // One lane: the scalar path, and every SIMD path's row tails.
@@ -68,7 +74,7 @@ struct ScalarOps {
   static I iadd(I a, I b) { return static_cast<I>(static_cast<uint32_t>(a) + static_cast<uint32_t>(b)); }
   template <int s> static I srai(I a) { return a >> s; }
   template <int s> static I slli(I a) { return static_cast<I>(static_cast<uint32_t>(a) << s); }
-  static F zero_unless_ge(F x, F y, F limit) { return y >= limit ? x : 0.0f; }
+  static F scale(F p, F, F t) { return scale_by_two_factors<ScalarOps>(p, t); }
 };
 
 // The weight of one logit: exp(x / temperature - z_max) (Note [Warping] in spec_verify.h).

@@ -246,20 +246,33 @@ struct Avx2Ops {
   static SPEC_VERIFY_AVX2 I iadd(I a, I b) { return _mm256_add_epi32(a, b); }
   template <int s> static SPEC_VERIFY_AVX2 I srai(I a) { return _mm256_srai_epi32(a, s); }
   template <int s> static SPEC_VERIFY_AVX2 I slli(I a) { return _mm256_slli_epi32(a, s); }
-  static SPEC_VERIFY_AVX2 F zero_unless_ge(F x, F y, F limit) {
-    return _mm256_and_ps(x, _mm256_cmp_ps(y, limit, _CMP_GE_OQ));
+  static SPEC_VERIFY_AVX2 F scale(F p, F, F t) { return scale_by_two_factors<Avx2Ops>(p, t); }
+};
+
+// The weights as a source of the mass driver: computed, stored and summed in one pass.
+struct WeightValues {
+  static constexpr int kRows = 1;
+  const float* x;
+  float* w;
+  __m256 vt, vm;
+  float t, m;
+  SPEC_VERIFY_AVX2 __m256 eight(int64_t v) const {
+    const __m256 y = _mm256_sub_ps(_mm256_div_ps(_mm256_loadu_ps(x + v), vt), vm);
+    const __m256 e = exp_nonpositive<Avx2Ops>(y);
+    _mm256_storeu_ps(w + v, e);
+    return e;
   }
+  SPEC_VERIFY_AVX2 void add16(int64_t v, ScaledLanes* lanes) const {
+    lanes->add(_mm256_castps_si256(eight(v)), _mm256_castps_si256(eight(v + 8)));
+  }
+  float at(int64_t v, int) const { return w[v] = weight(x[v], t, m); }
 };
 
 SPEC_VERIFY_AVX2_KERNEL void f32_row_weights__avx2(const float* x, int64_t n, float temperature,
-                                                   float z_max, float* w) {
-  const __m256 t = _mm256_set1_ps(temperature), m = _mm256_set1_ps(z_max);
-  int64_t v = 0;
-  for (; v + 8 <= n; v += 8) {
-    const __m256 y = _mm256_sub_ps(_mm256_div_ps(_mm256_loadu_ps(x + v), t), m);
-    _mm256_storeu_ps(w + v, exp_nonpositive<Avx2Ops>(y));
-  }
-  for (; v < n; ++v) w[v] = weight(x[v], temperature, z_max);
+                                                   float z_max, float* w, double* block_mass,
+                                                   double* mass) {
+  WeightValues values{x, w, _mm256_set1_ps(temperature), _mm256_set1_ps(z_max), temperature, z_max};
+  *mass = blocked_mass<ScaledLanes>(values, n, block_mass);
 }
 
 // r(v) = w(v) >= t ? w(v) : +0.0 (row 0, stored unless r is null) and the w(v) > t (row 1).

@@ -184,33 +184,36 @@ SPEC_VERIFY_AVX512_KERNEL void f32_residual_mass__avx512(const float* p, const f
 // Note [One exp], 16 lanes.
 struct Avx512Ops {
   using F = __m512;
-  using I = __m512i;
   static SPEC_VERIFY_AVX512 F splat(float x) { return _mm512_set1_ps(x); }
   static SPEC_VERIFY_AVX512 F add(F a, F b) { return _mm512_add_ps(a, b); }
   static SPEC_VERIFY_AVX512 F sub(F a, F b) { return _mm512_sub_ps(a, b); }
   static SPEC_VERIFY_AVX512 F mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static SPEC_VERIFY_AVX512 F max(F a, F b) { return _mm512_max_ps(a, b); }
-  static SPEC_VERIFY_AVX512 I bits(F x) { return _mm512_castps_si512(x); }
-  static SPEC_VERIFY_AVX512 F from_bits(I i) { return _mm512_castsi512_ps(i); }
-  static SPEC_VERIFY_AVX512 I isplat(int32_t i) { return _mm512_set1_epi32(i); }
-  static SPEC_VERIFY_AVX512 I isub(I a, I b) { return _mm512_sub_epi32(a, b); }
-  static SPEC_VERIFY_AVX512 I iadd(I a, I b) { return _mm512_add_epi32(a, b); }
-  template <int s> static SPEC_VERIFY_AVX512 I srai(I a) { return _mm512_srai_epi32(a, s); }
-  template <int s> static SPEC_VERIFY_AVX512 I slli(I a) { return _mm512_slli_epi32(a, s); }
-  static SPEC_VERIFY_AVX512 F zero_unless_ge(F x, F y, F limit) {
-    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(y, limit, _CMP_GE_OQ), x);
+  // vscalefps: p * 2^n with one rounding, as scale_by_two_factors gives it.
+  static SPEC_VERIFY_AVX512 F scale(F p, F n, F) { return _mm512_scalef_ps(p, n); }
+};
+
+// The weights as a source of the mass driver: computed, stored and summed in one pass.
+struct WeightValues {
+  static constexpr int kRows = 1;
+  const float* x;
+  float* w;
+  __m512 vt, vm;
+  float t, m;
+  SPEC_VERIFY_AVX512 void add16(int64_t v, Avx512Lanes* lanes) const {
+    const __m512 y = _mm512_sub_ps(_mm512_div_ps(_mm512_loadu_ps(x + v), vt), vm);
+    const __m512 e = exp_nonpositive<Avx512Ops>(y);
+    _mm512_storeu_ps(w + v, e);
+    lanes[0].add(_mm512_castps512_ps256(e), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1)));
   }
+  float at(int64_t v, int) const { return w[v] = weight(x[v], t, m); }
 };
 
 SPEC_VERIFY_AVX512_KERNEL void f32_row_weights__avx512(const float* x, int64_t n, float temperature,
-                                                       float z_max, float* w) {
-  const __m512 t = _mm512_set1_ps(temperature), m = _mm512_set1_ps(z_max);
-  int64_t v = 0;
-  for (; v + 16 <= n; v += 16) {
-    const __m512 y = _mm512_sub_ps(_mm512_div_ps(_mm512_loadu_ps(x + v), t), m);
-    _mm512_storeu_ps(w + v, exp_nonpositive<Avx512Ops>(y));
-  }
-  for (; v < n; ++v) w[v] = weight(x[v], temperature, z_max);
+                                                       float z_max, float* w, double* block_mass,
+                                                       double* mass) {
+  WeightValues values{x, w, _mm512_set1_ps(temperature), _mm512_set1_ps(z_max), temperature, z_max};
+  *mass = blocked_mass<Avx512Lanes>(values, n, block_mass);
 }
 
 // r(v) = w(v) >= t ? w(v) : +0.0 (row 0, stored unless r is null) and the w(v) > t (row 1).

@@ -157,19 +157,30 @@ struct NeonOps {
   static I iadd(I a, I b) { return vaddq_s32(a, b); }
   template <int s> static I srai(I a) { return vshrq_n_s32(a, s); }
   template <int s> static I slli(I a) { return vshlq_n_s32(a, s); }
-  static F zero_unless_ge(F x, F y, F limit) {
-    return vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(x), vcgeq_f32(y, limit)));
-  }
+  static F scale(F p, F, F t) { return scale_by_two_factors<NeonOps>(p, t); }
 };
 
-void f32_row_weights__neon(const float* x, int64_t n, float temperature, float z_max, float* w) {
-  const float32x4_t t = vdupq_n_f32(temperature), m = vdupq_n_f32(z_max);
-  int64_t v = 0;
-  for (; v + 4 <= n; v += 4) {
-    const float32x4_t y = vsubq_f32(vdivq_f32(vld1q_f32(x + v), t), m);
-    vst1q_f32(w + v, exp_nonpositive<NeonOps>(y));
+// The weights as a source of the mass driver: computed, stored and summed in one pass.
+struct WeightValues {
+  static constexpr int kRows = 1;
+  const float* x;
+  float* w;
+  float32x4_t vt, vm;
+  float t, m;
+  void add16(int64_t v, NeonLanes* lanes) const {
+    float32x4x4_t e;
+    for (int i = 0; i < 4; ++i)
+      e.val[i] = exp_nonpositive<NeonOps>(vsubq_f32(vdivq_f32(vld1q_f32(x + v + 4 * i), vt), vm));
+    vst1q_f32_x4(w + v, e);
+    lanes[0].add(e);
   }
-  for (; v < n; ++v) w[v] = weight(x[v], temperature, z_max);
+  float at(int64_t v, int) const { return w[v] = weight(x[v], t, m); }
+};
+
+void f32_row_weights__neon(const float* x, int64_t n, float temperature, float z_max, float* w,
+                           double* block_mass, double* mass) {
+  WeightValues values{x, w, vdupq_n_f32(temperature), vdupq_n_f32(z_max), temperature, z_max};
+  *mass = blocked_mass<NeonLanes>(values, n, block_mass);
 }
 
 // r(v) = w(v) >= t ? w(v) : +0.0 (row 0, stored unless r is null) and the w(v) > t (row 1).

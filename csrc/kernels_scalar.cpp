@@ -69,8 +69,9 @@ void f32_residual_mass__scalar(const float* p, const float* q, float a, float b,
   *mass = scalar_mass(n, block_mass, [=](int64_t v) { return residual_value(p[v], q[v], a, b); });
 }
 
-void f32_row_weights__scalar(const float* x, int64_t n, float temperature, float z_max, float* w) {
-  for (int64_t v = 0; v < n; ++v) w[v] = weight(x[v], temperature, z_max);
+void f32_row_weights__scalar(const float* x, int64_t n, float temperature, float z_max, float* w,
+                             double* block_mass, double* mass) {
+  *mass = scalar_mass(n, block_mass, [=](int64_t v) { return w[v] = weight(x[v], temperature, z_max); });
 }
 
 // r(v) = w(v) >= t ? w(v) : 0 (row 0, stored unless r is null) and w(v) > t ? w(v) : 0 (row 1).

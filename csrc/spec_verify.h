@@ -83,9 +83,11 @@ struct KernelTable {
   // The rows were validated by row_mass.
   void (*residual_mass)(const float* p, const float* q, float a, float b, int64_t n,
                         double* block_mass, double* mass);
-  // w(v) = exp_nonpositive(x(v) / temperature - z_max) for every v (Note [One exp]);
-  // z_max is the largest x(v) / temperature, finite; x holds no NaN and no +inf.
-  void (*row_weights)(const float* x, int64_t n, float temperature, float z_max, float* w);
+  // w(v) = exp_nonpositive(x(v) / temperature - z_max) for every v (Note [One exp]) into
+  // w, with w's block masses and mass (canonical); z_max is the largest x(v) / temperature,
+  // finite; x holds no NaN and no +inf.
+  void (*row_weights)(const float* x, int64_t n, float temperature, float z_max, float* w,
+                      double* block_mass, double* mass);
   // For weights w (finite, >= +0.0): r(v) = w(v) >= t ? w(v) : +0.0 into r (which may be
   // w, or nullptr to write nothing), r's block masses and mass, and the mass of the
   // w(v) > t (others +0.0), whose block masses go to above_blocks; canonical masses.

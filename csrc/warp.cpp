@@ -169,14 +169,16 @@ Outcome warp_row(const KernelTable& kt, const float* x, int64_t n, const WarpPar
   if (std::isinf(z_max)) return bad_value(InputError::kOverflow, top, x_max);
 
   float* w = out->values;
-  kt.row_weights(x, n, params.temperature, z_max, w);
-  if (params.top_k > 0 && params.top_k < n) apply_top_k(x, n, params, w);
+  kt.row_weights(x, n, params.temperature, z_max, w, out->blocks, &out->mass);
+  const bool top_k = params.top_k > 0 && params.top_k < n;
+  if (!top_k && params.top_p >= 1.0 && params.min_p <= 0.0) return Outcome{};  // r = w
+  if (top_k) apply_top_k(x, n, params, w);
 
   // The final threshold on the weights: top-p's cutoff, then min-p's.
   float t = 0.0f;
   if (params.top_p < 1.0) {
-    double kept = 0.0;
-    kt.row_mass(w, n, out->blocks, &kept);
+    double kept = out->mass;
+    if (top_k) kt.row_mass(w, n, out->blocks, &kept);
     t = top_p_cutoff(kt, w, n, params.top_p * kept, out->blocks);
   }
   if (params.min_p > 0.0) {

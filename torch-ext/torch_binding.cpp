@@ -366,18 +366,18 @@ at::Tensor sample(const at::Tensor& logits, double temperature, int64_t top_k, d
   const sv::WarpParams params = checked_params(op, temperature, top_k, top_p, min_p);
   const at::Tensor rows = checked_logits(op, "logits", logits);
   if (params.temperature == 0.0f) return sample_rows(op, logits, params, nullptr);  // no uniform
-  at::Tensor tokens;
+  at::Tensor tokens = at::empty({rows.size(0)}, at::TensorOptions().dtype(at::kLong));
+  int64_t* token = tokens.data_ptr<int64_t>();
   const sv::Outcome out = with_uniforms(op, generator, rows.size(0), [&](const double* u) {
-    // Rows are checked first, so that a malformed one puts the generator back.
     for (int64_t i = 0; i < rows.size(0); ++i) {
       const sv::Outcome o = sample_row(rows, i, params, u[i]);
-      if (o.error != sv::InputError::kNone) return o;
+      if (o.error != sv::InputError::kNone) return o;  // the generator is put back
+      token[i] = o.token;
     }
-    tokens = sample_rows(op, logits, params, u);
     return sv::Outcome{};
   });
   raise_if_bad(op, out, RowNames{"logits", "logits", true});
-  return tokens;
+  return logits.dim() == 1 ? tokens.squeeze(0) : tokens;
 }
 
 at::Tensor sample_with_uniforms(const at::Tensor& logits, const at::Tensor& uniforms,

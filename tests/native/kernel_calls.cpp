@@ -1,6 +1,7 @@
 // Calls one kernel of one path on rows of V elements, a given number of times, so that
 // the instructions executed inside the kernel files can be counted under qemu
-// (scripts/insn_budget.py). Usage: kernel_calls argmax|mass|residual neon|scalar V REPS
+// (scripts/insn_budget.py). Usage: kernel_calls argmax|mass|residual|weights|keep PATH V REPS
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -13,7 +14,7 @@ namespace sv = spec_verify;
 
 int main(int argc, char** argv) {
   if (argc != 5) {
-    std::fprintf(stderr, "usage: %s argmax|mass|residual PATH V REPS\n", argv[0]);
+    std::fprintf(stderr, "usage: %s argmax|mass|residual|weights|keep PATH V REPS\n", argv[0]);
     return 2;
   }
   const std::string kernel = argv[1];
@@ -38,6 +39,17 @@ int main(int argc, char** argv) {
   float a, b;
   sv::residual_scales(P, Q, &a, &b);
 
+  // Logits for the weights (spread over 8 units at temperature 0.8) and weights for keep.
+  std::vector<float> x(n), w(n), out(n);
+  float x_max = -1.0f;
+  for (int64_t v = 0; v < n; ++v) {
+    x[v] = 8.0f * p[v];
+    x_max = x[v] > x_max ? x[v] : x_max;
+  }
+  // Outside the kernel files (libm), so the setup adds nothing to the counts.
+  for (int64_t v = 0; v < n; ++v) w[v] = std::exp((x[v] - x_max) / 0.8f);
+  std::vector<double> above(sv::num_blocks(n));
+
   double sink = 0;
   for (int r = 0; r < reps; ++r) {
     if (kernel == "argmax") {
@@ -51,6 +63,14 @@ int main(int argc, char** argv) {
     } else if (kernel == "residual") {
       kt.residual_mass(p.data(), q.data(), a, b, n, blocks.data(), &R);
       sink += R;
+    } else if (kernel == "weights") {
+      double m = 0;
+      kt.row_weights(x.data(), n, 0.8f, x_max / 0.8f, out.data(), blocks.data(), &m);
+      sink += m;
+    } else if (kernel == "keep") {
+      double m = 0, a = 0;
+      kt.keep_at_least(w.data(), n, 0.01f, out.data(), blocks.data(), &m, above.data(), &a);
+      sink += m + a;
     } else {
       std::fprintf(stderr, "unknown kernel %s\n", kernel.c_str());
       return 2;

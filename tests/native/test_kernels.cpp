@@ -384,7 +384,9 @@ void warp_parity(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int64
     if (std::isinf(x.data[top])) continue;  // all -inf: warp_row's error, tested with rounds
     const float z_max = x.data[top] / params.temperature;
     std::vector<float> w_ref(n), w(n), r_ref(n), r(n);
-    ref.row_weights(x.data, n, params.temperature, z_max, w_ref.data());
+    std::vector<double> wb_ref0(blocks), wb0(blocks);
+    double wm_ref = -1, wm = -2;
+    ref.row_weights(x.data, n, params.temperature, z_max, w_ref.data(), wb_ref0.data(), &wm_ref);
     std::vector<double> rb_ref(blocks), ab_ref(blocks), rb(blocks), ab(blocks);
     const float t = w_ref[rng.below(n)];
     double rm_ref, am_ref;
@@ -395,8 +397,10 @@ void warp_parity(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int64
     const sv::Outcome e_ref = sv::warp_row(ref, x.data, n, params, &out_ref);
     check(e_ref.error == sv::InputError::kNone && out_ref.mass >= 1.0, warp_label(ref, "warp_row keeps the top weight", n, kind, params));
     for (const sv::KernelTable* kt : kts) {
-      kt->row_weights(x.data, n, params.temperature, z_max, w.data());
-      check(same_floats(w.data(), w_ref.data(), n), warp_label(*kt, "row_weights", n, kind, params));
+      kt->row_weights(x.data, n, params.temperature, z_max, w.data(), wb0.data(), &wm);
+      bool same_weights = same_floats(w.data(), w_ref.data(), n) && bits(wm) == bits(wm_ref);
+      for (int64_t b = 0; b < blocks; ++b) same_weights &= bits(wb0[b]) == bits(wb_ref0[b]);
+      check(same_weights, warp_label(*kt, "row_weights", n, kind, params));
       double rm = -1, am = -1;
       kt->keep_at_least(w_ref.data(), n, t, r.data(), rb.data(), &rm, ab.data(), &am);
       bool same = same_floats(r.data(), r_ref.data(), n) && bits(rm) == bits(rm_ref) && bits(am) == bits(am_ref);
@@ -465,7 +469,8 @@ void top_p_long_rows(Rng& rng, const std::vector<const sv::KernelTable*>& kts) {
     std::vector<double> blocks(sv::num_blocks(n)), b2(sv::num_blocks(n));
     int64_t top = 0;
     ref.row_argmax(x.data(), n, &top);
-    ref.row_weights(x.data(), n, params.temperature, x[top] / params.temperature, w.data());
+    double w_mass = 0;
+    ref.row_weights(x.data(), n, params.temperature, x[top] / params.temperature, w.data(), blocks.data(), &w_mass);
     double total = 0, unused = 0;
     ref.keep_at_least(w.data(), n, 0.0f, nullptr, blocks.data(), &total, b2.data(), &unused);
     const double target = params.top_p * total;
