@@ -506,6 +506,21 @@ def test_kernel_package_imports_only_stdlib_torch_and_itself(sv):
                 assert ok, f"{path.name} imports {name}"
 
 
+def test_package_imports_only_torch(sv):
+    """Importing the kernel (and reaching sv.transformers) does not import transformers, in a
+    fresh interpreter. (Here, not in test_torch_integration.py: the emulated aarch64 run
+    cannot start a subprocess.)"""
+    import subprocess
+    import sys
+
+    code = ("import sys, os; from kernels import get_kernel; "
+            "sv = get_kernel('phanerozoic/spec-verify', version=1, trust_remote_code=True); "
+            "assert sv.transformers.speculative_decoder; "
+            "print(sorted(m for m in ('transformers', 'numpy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "transformers" not in out.stdout, out.stdout
+
+
 # The verifier hook ------------------------------------------------------------------------
 
 def test_default_verifiers_are_the_ops(sv):
