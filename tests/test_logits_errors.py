@@ -254,3 +254,10 @@ def test_decoder_from_logits_names_the_callback(sv, temperature):
         dec = sv.SpeculativeDecoder.from_logits(draft, target, k=2, temperature=temperature)
         with pytest.raises(exc, match=pattern):
             dec.generate([1, 2], max_new=5)
+
+
+def test_raw_op_rejects_a_temperature_beyond_float32(sv):
+    """The op itself (not only the wrapper) refuses a temperature that rounds to +inf in
+    float32: x / inf would flatten every row to uniform."""
+    with pytest.raises(ValueError, match=r"temperature = 1e\+39 overflows float32"):
+        sv.ops.warp(torch.tensor([1.0, 0.0]), 1e39, 0, 1.0, 0.0)

@@ -5,6 +5,8 @@
 #include <c10/util/SmallVector.h>
 #include <torch/library.h>
 
+#include <cmath>
+#include <limits>
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
@@ -243,6 +245,8 @@ sv::WarpParams checked_params(const char* op, double temperature, int64_t top_k,
                     ": temperature must be a finite number >= 0 (0 = greedy), got ", temperature);
   sv::WarpParams p;
   p.temperature = static_cast<float>(temperature);
+  TORCH_CHECK_VALUE(std::isfinite(p.temperature), "spec_verify.", op, ": temperature = ",
+                    temperature, " overflows float32 (at most ", std::numeric_limits<float>::max(), ")");
   TORCH_CHECK_VALUE(temperature == 0.0 || p.temperature > 0.0f, "spec_verify.", op,
                     ": temperature = ", temperature, " is positive but rounds to 0 in float32; "
                     "use 0 for greedy or a larger temperature");
