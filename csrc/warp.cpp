@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <span>
 #include <vector>
 
 #include "spec_verify.h"
@@ -24,7 +25,7 @@ struct Scratch {
 
 // top_p's candidate buckets: a positive weight <= 1 by its exponent and top 6 mantissa
 // bits, so the bucket order is the value order.
-constexpr size_t kSortDirectly = 2048;
+constexpr size_t kSortDirectly = 256;
 constexpr size_t kBuckets = (0x3f800000u >> 17) + 1;
 size_t bucket(float x) { return std::bit_cast<uint32_t>(x) >> 17; }
 Scratch& scratch(int64_t n) {
@@ -80,15 +81,20 @@ float top_p_cutoff(const KernelTable& kt, const float* w, int64_t n, double targ
   }
   // 2. The candidates: the weights >= tau (there are few unless the row is flat), found in
   //    the blocks that hold any, sorted with their duplicates.
-  std::vector<float>& c = s.candidates;
-  c.clear();
+  std::vector<float>& buffer = s.candidates;
+  if (buffer.size() < static_cast<size_t>(n)) buffer.resize(n);
+  size_t m = 0;
+  const float floor = tau > 0.0f ? tau : std::numeric_limits<float>::denorm_min();
   for (int64_t b = 0, begin = 0; begin < n; ++b, begin += kMassBlock) {
     if (blocks[b] == 0.0) continue;
     const int64_t end = std::min(n, begin + kMassBlock);
-    for (int64_t v = begin; v < end; ++v)
-      if (w[v] >= tau && w[v] > 0.0f) c.push_back(w[v]);
+    for (int64_t v = begin; v < end; ++v) {  // branch-free: most weights are below the floor
+      buffer[m] = w[v];
+      m += w[v] >= floor;
+    }
   }
-  // 3. With many candidates (a flat row), narrow them first: bucket them by their top bits
+  const std::span<const float> c(buffer.data(), m);
+  // 3. With more than a few candidates, narrow them first: bucket them by their top bits
   //    (the bucket order is the value order), and keep the bucket where the mass running
   //    down from the top reaches the target. Its first tie group has less than the target
   //    above it, so the last kept group is in it; `greater` starts at the mass above it.
