@@ -1,8 +1,8 @@
 """The aarch64 variant gives the same results as the x86-64 one for the same inputs.
 
 On x86-64 (the pytest stage of `make test`, and again at the start of the aarch64 stage)
-the round test runs a few hundred `accept` and `verify_greedy` rounds at V = 32000 and
-V = 128256 on every path, checks that the paths agree, and records (seed -> digest of the
+the round test runs a few hundred `accept` and `verify_greedy` rounds (and warps, samples
+and `accept_logits` rounds from logits) at V = 32000 and V = 128256 on every path, checks that the paths agree, and records (seed -> digest of the
 inputs, outcomes) in build/cross-arch/. On aarch64 (the emulated run of
 scripts/aarch64_tests.sh) it rebuilds the inputs from the same seeds, checks that they are
 bit-identical to the recorded ones, and requires every path (neon and scalar) to reproduce
@@ -63,7 +63,17 @@ def make_inputs(vocab: int, rounds: int) -> dict:
             # Either a random token or a later copy of the maximum (ties go to the lowest
             # index, so that copy is a miss too).
             greedy_tokens[r, m] = last_best[m] if kind[r] else other[r]
-    return {"p": p, "q": q, "accept_tokens": accept_tokens, "logits": logits, "greedy_tokens": greedy_tokens}
+    # Logits for the warping ops: hundredths (an exactly rounded division), -inf included;
+    # the draft's rows are the target's through integer-valued noise.
+    target_logits = logits / 100
+    draft_logits = target_logits[:K] + (torch.floor(torch.rand(K, vocab, generator=g) * 200) - 100) / 100
+    return {"p": p, "q": q, "accept_tokens": accept_tokens, "logits": logits, "greedy_tokens": greedy_tokens,
+            "target_logits": target_logits, "draft_logits": draft_logits}
+
+
+LOGITS_ROUNDS = 30  # accept_logits rounds per vocabulary (each warps up to 2K+1 rows)
+WARPS = [dict(temperature=0.8), dict(temperature=0.8, top_p=0.9),
+         dict(temperature=1.3, top_k=50, top_p=0.95, min_p=0.02)]
 
 
 def digest(inputs: dict) -> str:
@@ -81,7 +91,15 @@ def outcomes(sv, inputs: dict, seed: int) -> dict:
     # One draw after the rounds: proves every path consumed the same number of uniforms.
     after = torch.rand(1, dtype=torch.float64, generator=g).item().hex()
     greedy = [list(sv.verify_greedy(logits, t)) for t in inputs["greedy_tokens"]]
-    return {"accept": accept, "generator_after": after, "verify_greedy": greedy}
+    # Warping: the warped rows' bits, the tokens sample draws, accept_logits rounds.
+    target, draft = inputs["target_logits"], inputs["draft_logits"]
+    warped = [hashlib.sha256(sv.warp(target, **w).numpy().tobytes()).hexdigest() for w in WARPS]
+    sampled = [sv.sample(target, generator=g, **w).tolist() for w in WARPS]
+    accept_logits = [list(sv.accept_logits(target, draft, t, generator=g, **WARPS[r % len(WARPS)]))
+                     for r, t in enumerate(inputs["accept_tokens"][:LOGITS_ROUNDS])]
+    return {"accept": accept, "generator_after": after, "verify_greedy": greedy, "warp": warped,
+            "sample": sampled, "accept_logits": accept_logits,
+            "generator_after_logits": torch.rand(1, dtype=torch.float64, generator=g).item().hex()}
 
 
 def kernel_id(sv) -> str:
