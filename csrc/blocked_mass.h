@@ -105,6 +105,26 @@ SPEC_VERIFY_INLINE bool blocked_mass_pair(Row p, Row q, int64_t n, double* p_blo
   return true;
 }
 
+// keep_at_least on the driver. KeepSource<kStore> is a path's two-row source over weights w
+// (row 0: w >= t ? w : 0, stored into r when kStore; row 1: w > t ? w : 0), constructed
+// from (w, r, t).
+template <class Lanes, template <bool> class KeepSource>
+SPEC_VERIFY_INLINE void blocked_keep_at_least(const float* w, int64_t n, float t, float* r,
+                                              double* r_blocks, double* r_mass,
+                                              double* above_blocks, double* above_mass) {
+  double* const blocks[2] = {r_blocks, above_blocks};
+  double masses[2];
+  if (r != nullptr) {
+    KeepSource<true> source(w, r, t);
+    blocked_mass<Lanes>(source, n, blocks, masses);
+  } else {
+    KeepSource<false> source(w, r, t);
+    blocked_mass<Lanes>(source, n, blocks, masses);
+  }
+  *r_mass = masses[0];
+  *above_mass = masses[1];
+}
+
 // What row_mass accepts: every value in [+0.0, FLT_MAX] (-0.0 counts as zero). The SIMD
 // paths check a row value by value only when their vector check flagged it.
 inline bool valid_mass_row(const float* row, int64_t n) {

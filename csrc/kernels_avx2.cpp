@@ -178,7 +178,6 @@ struct RowValues {
   }
 };
 
-
 SPEC_VERIFY_AVX2_KERNEL bool f32_row_mass__avx2(const float* row, int64_t n, double* block_mass,
                                                 double* mass) {
   RowValues<false> values{row, _mm256_setzero_si256(), false};
@@ -284,6 +283,7 @@ struct KeepValues {
   float* r;
   __m256 vt;
   float t;
+  SPEC_VERIFY_AVX2 KeepValues(const float* w_, float* r_, float t_) : w(w_), r(r_), vt(_mm256_set1_ps(t_)), t(t_) {}
   SPEC_VERIFY_AVX2 void add16(int64_t v, ScaledLanes* lanes) {
     const __m256 x = _mm256_loadu_ps(w + v), y = _mm256_loadu_ps(w + v + 8);
     const __m256 kx = _mm256_and_ps(x, _mm256_cmp_ps(x, vt, _CMP_GE_OQ));
@@ -304,26 +304,10 @@ struct KeepValues {
   }
 };
 
-template <bool kStore>
-SPEC_VERIFY_AVX2 inline void keep_at_least(const float* w, int64_t n, float t, float* r,
-                                           double* r_blocks, double* r_mass, double* above_blocks,
-                                           double* above_mass) {
-  KeepValues<kStore> source{w, r, _mm256_set1_ps(t), t};
-  double* const blocks[2] = {r_blocks, above_blocks};
-  double masses[2];
-  blocked_mass<ScaledLanes>(source, n, blocks, masses);
-  *r_mass = masses[0];
-  *above_mass = masses[1];
-}
-
 SPEC_VERIFY_AVX2_KERNEL void f32_keep_at_least__avx2(const float* w, int64_t n, float t, float* r,
                                                      double* r_blocks, double* r_mass,
                                                      double* above_blocks, double* above_mass) {
-  if (r != nullptr) {
-    keep_at_least<true>(w, n, t, r, r_blocks, r_mass, above_blocks, above_mass);
-  } else {
-    keep_at_least<false>(w, n, t, r, r_blocks, r_mass, above_blocks, above_mass);
-  }
+  blocked_keep_at_least<ScaledLanes, KeepValues>(w, n, t, r, r_blocks, r_mass, above_blocks, above_mass);
 }
 
 }  // namespace

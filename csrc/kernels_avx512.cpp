@@ -224,6 +224,7 @@ struct KeepValues {
   float* r;
   __m512 vt;
   float t;
+  SPEC_VERIFY_AVX512 KeepValues(const float* w_, float* r_, float t_) : w(w_), r(r_), vt(_mm512_set1_ps(t_)), t(t_) {}
   SPEC_VERIFY_AVX512 void add16(int64_t v, Avx512Lanes* lanes) {
     const __m512 x = _mm512_loadu_ps(w + v);
     const __m512 kept = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, vt, _CMP_GE_OQ), x);
@@ -240,27 +241,11 @@ struct KeepValues {
   }
 };
 
-template <bool kStore>
-SPEC_VERIFY_AVX512 inline void keep_at_least(const float* w, int64_t n, float t, float* r,
-                                             double* r_blocks, double* r_mass,
-                                             double* above_blocks, double* above_mass) {
-  KeepValues<kStore> source{w, r, _mm512_set1_ps(t), t};
-  double* const blocks[2] = {r_blocks, above_blocks};
-  double masses[2];
-  blocked_mass<Avx512Lanes>(source, n, blocks, masses);
-  *r_mass = masses[0];
-  *above_mass = masses[1];
-}
-
 SPEC_VERIFY_AVX512_KERNEL void f32_keep_at_least__avx512(const float* w, int64_t n, float t,
                                                          float* r, double* r_blocks,
                                                          double* r_mass, double* above_blocks,
                                                          double* above_mass) {
-  if (r != nullptr) {
-    keep_at_least<true>(w, n, t, r, r_blocks, r_mass, above_blocks, above_mass);
-  } else {
-    keep_at_least<false>(w, n, t, r, r_blocks, r_mass, above_blocks, above_mass);
-  }
+  blocked_keep_at_least<Avx512Lanes, KeepValues>(w, n, t, r, r_blocks, r_mass, above_blocks, above_mass);
 }
 
 }  // namespace

@@ -191,6 +191,7 @@ struct KeepValues {
   float* r;
   float32x4_t vt;
   float t;
+  KeepValues(const float* w_, float* r_, float t_) : w(w_), r(r_), vt(vdupq_n_f32(t_)), t(t_) {}
   void add16(int64_t v, NeonLanes* lanes) {
     const float32x4x4_t x = vld1q_f32_x4(w + v);
     float32x4x4_t kept, above;
@@ -211,24 +212,9 @@ struct KeepValues {
   }
 };
 
-template <bool kStore>
-void keep_at_least(const float* w, int64_t n, float t, float* r, double* r_blocks, double* r_mass,
-                   double* above_blocks, double* above_mass) {
-  KeepValues<kStore> source{w, r, vdupq_n_f32(t), t};
-  double* const blocks[2] = {r_blocks, above_blocks};
-  double masses[2];
-  blocked_mass<NeonLanes>(source, n, blocks, masses);
-  *r_mass = masses[0];
-  *above_mass = masses[1];
-}
-
 void f32_keep_at_least__neon(const float* w, int64_t n, float t, float* r, double* r_blocks,
                              double* r_mass, double* above_blocks, double* above_mass) {
-  if (r != nullptr) {
-    keep_at_least<true>(w, n, t, r, r_blocks, r_mass, above_blocks, above_mass);
-  } else {
-    keep_at_least<false>(w, n, t, r, r_blocks, r_mass, above_blocks, above_mass);
-  }
+  blocked_keep_at_least<NeonLanes, KeepValues>(w, n, t, r, r_blocks, r_mass, above_blocks, above_mass);
 }
 
 }  // namespace
