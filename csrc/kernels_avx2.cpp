@@ -310,12 +310,29 @@ SPEC_VERIFY_AVX2_KERNEL void f32_keep_at_least__avx2(const float* w, int64_t n, 
   blocked_keep_at_least<ScaledLanes, KeepValues>(w, n, t, r, r_blocks, r_mass, above_blocks, above_mass);
 }
 
+// Eight at a time; a group with any value >= t is taken apart lane by lane.
+SPEC_VERIFY_AVX2 int64_t f32_gather_at_least__avx2(const float* w, int64_t n, float t, float* out) {
+  const __m256 vt = _mm256_set1_ps(t);
+  int64_t m = 0, v = 0;
+  for (; v + 8 <= n; v += 8) {
+    unsigned hits = static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(w + v), vt, _CMP_GE_OQ)));
+    while (hits != 0) {
+      out[m++] = w[v + __builtin_ctz(hits)];
+      hits &= hits - 1;
+    }
+  }
+  for (; v < n; ++v)
+    if (w[v] >= t) out[m++] = w[v];
+  return m;
+}
+
 }  // namespace
 
 const KernelTable* avx2_kernels() {
   static const KernelTable table{"avx2", f32_row_argmax__avx2, f32_row_mass__avx2,
                                  f32_row_mass_pair__avx2, f32_residual_mass__avx2,
-                                 f32_row_weights__avx2, f32_keep_at_least__avx2};
+                                 f32_row_weights__avx2, f32_keep_at_least__avx2,
+                                 f32_gather_at_least__avx2};
   static const bool supported = __builtin_cpu_supports("avx2");
   return supported ? &table : nullptr;
 }

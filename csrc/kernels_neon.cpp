@@ -217,6 +217,20 @@ void f32_keep_at_least__neon(const float* w, int64_t n, float t, float* r, doubl
   blocked_keep_at_least<NeonLanes, KeepValues>(w, n, t, r, r_blocks, r_mass, above_blocks, above_mass);
 }
 
+// Four at a time; a group with any value >= t is taken apart lane by lane.
+int64_t f32_gather_at_least__neon(const float* w, int64_t n, float t, float* out) {
+  const float32x4_t vt = vdupq_n_f32(t);
+  int64_t m = 0, v = 0;
+  for (; v + 4 <= n; v += 4) {
+    if (vmaxvq_u32(vcgeq_f32(vld1q_f32(w + v), vt)) == 0) continue;
+    for (int j = 0; j < 4; ++j)
+      if (w[v + j] >= t) out[m++] = w[v + j];
+  }
+  for (; v < n; ++v)
+    if (w[v] >= t) out[m++] = w[v];
+  return m;
+}
+
 }  // namespace
 
 const KernelTable* neon_kernels() {
@@ -224,7 +238,8 @@ const KernelTable* neon_kernels() {
   // latency bound, so reading a pair of rows side by side would gain nothing.
   static const KernelTable table{"neon", f32_row_argmax__neon, f32_row_mass__neon,
                                  /*row_mass_pair=*/nullptr, f32_residual_mass__neon,
-                                 f32_row_weights__neon, f32_keep_at_least__neon};
+                                 f32_row_weights__neon, f32_keep_at_least__neon,
+                                 f32_gather_at_least__neon};
   return &table;
 }
 

@@ -109,12 +109,22 @@ void f32_keep_at_least__scalar(const float* w, int64_t n, float t, float* r, dou
   *above_mass = masses[1];
 }
 
+int64_t f32_gather_at_least__scalar(const float* w, int64_t n, float t, float* out) {
+  int64_t m = 0;
+  for (int64_t v = 0; v < n; ++v) {  // branch-free: most weights are below t
+    out[m] = w[v];
+    m += w[v] >= t;
+  }
+  return m;
+}
+
 }  // namespace
 
 const KernelTable& scalar_kernels() {
   static const KernelTable table{"scalar", f32_row_argmax__scalar, f32_row_mass__scalar,
                                  /*row_mass_pair=*/nullptr, f32_residual_mass__scalar,
-                                 f32_row_weights__scalar, f32_keep_at_least__scalar};
+                                 f32_row_weights__scalar, f32_keep_at_least__scalar,
+                                 f32_gather_at_least__scalar};
   return table;
 }
 

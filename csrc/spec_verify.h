@@ -93,6 +93,8 @@ struct KernelTable {
   // w(v) > t (others +0.0), whose block masses go to above_blocks; canonical masses.
   void (*keep_at_least)(const float* w, int64_t n, float t, float* r, double* r_blocks,
                         double* r_mass, double* above_blocks, double* above_mass);
+  // The values w(v) >= t (t > 0), in index order, into out (room for n); returns how many.
+  int64_t (*gather_at_least)(const float* w, int64_t n, float t, float* out);
 };
 
 // ---- instruction sets and their selection (dispatch.cpp) --------------------------------

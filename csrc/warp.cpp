@@ -79,20 +79,11 @@ float top_p_cutoff(const KernelTable& kt, const float* w, int64_t n, double targ
     if (at_least >= target || tau == 0.0f) break;
     tau = tau >= 0x1p-136f ? tau * 0x1p-12f : 0.0f;
   }
-  // 2. The candidates: the weights >= tau (there are few unless the row is flat), found in
-  //    the blocks that hold any, sorted with their duplicates.
+  // 2. The candidates: the weights >= tau (there are few unless the row is flat).
   std::vector<float>& buffer = s.candidates;
   if (buffer.size() < static_cast<size_t>(n)) buffer.resize(n);
-  size_t m = 0;
   const float floor = tau > 0.0f ? tau : std::numeric_limits<float>::denorm_min();
-  for (int64_t b = 0, begin = 0; begin < n; ++b, begin += kMassBlock) {
-    if (blocks[b] == 0.0) continue;
-    const int64_t end = std::min(n, begin + kMassBlock);
-    for (int64_t v = begin; v < end; ++v) {  // branch-free: most weights are below the floor
-      buffer[m] = w[v];
-      m += w[v] >= floor;
-    }
-  }
+  const size_t m = static_cast<size_t>(kt.gather_at_least(w, n, floor, buffer.data()));
   const std::span<const float> c(buffer.data(), m);
   // 3. With more than a few candidates, narrow them first: bucket them by their top bits
   //    (the bucket order is the value order), and keep the bucket where the mass running

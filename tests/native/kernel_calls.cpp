@@ -1,6 +1,6 @@
 // Calls one kernel of one path on rows of V elements, a given number of times, so that
 // the instructions executed inside the kernel files can be counted under qemu
-// (scripts/insn_budget.py). Usage: kernel_calls argmax|mass|residual|weights|keep PATH V REPS
+// (scripts/insn_budget.py). Usage: kernel_calls argmax|mass|residual|weights|keep|gather PATH V REPS
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -14,7 +14,7 @@ namespace sv = spec_verify;
 
 int main(int argc, char** argv) {
   if (argc != 5) {
-    std::fprintf(stderr, "usage: %s argmax|mass|residual|weights|keep PATH V REPS\n", argv[0]);
+    std::fprintf(stderr, "usage: %s argmax|mass|residual|weights|keep|gather PATH V REPS\n", argv[0]);
     return 2;
   }
   const std::string kernel = argv[1];
@@ -67,6 +67,8 @@ int main(int argc, char** argv) {
       double m = 0;
       kt.row_weights(x.data(), n, 0.8f, x_max / 0.8f, out.data(), blocks.data(), &m);
       sink += m;
+    } else if (kernel == "gather") {
+      sink += static_cast<double>(kt.gather_at_least(w.data(), n, 0.5f, out.data()));
     } else if (kernel == "keep") {
       double m = 0, a = 0;
       kt.keep_at_least(w.data(), n, 0.01f, out.data(), blocks.data(), &m, above.data(), &a);

@@ -409,6 +409,14 @@ void warp_parity(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int64
       kt->keep_at_least(w_ref.data(), n, t, nullptr, rb.data(), &rm2, ab.data(), &am2);
       same &= bits(rm2) == bits(rm_ref) && bits(am2) == bits(am_ref);
       check(same, warp_label(*kt, "keep_at_least", n, kind, params));
+      const float floor = t > 0.0f ? t : 0x1p-20f;
+      std::vector<float> g_ref(n), g(n);
+      const int64_t m_ref = ref.gather_at_least(w_ref.data(), n, floor, g_ref.data());
+      const int64_t m = kt->gather_at_least(w_ref.data(), n, floor, g.data());
+      int64_t expected = 0;
+      for (int64_t v = 0; v < n; ++v) expected += w_ref[v] >= floor;
+      check(m == m_ref && m_ref == expected && same_floats(g.data(), g_ref.data(), m),
+            warp_label(*kt, "gather_at_least", n, kind, params));
       std::vector<float> warped(n);
       std::vector<double> wb(blocks);
       sv::WarpedRow out{warped.data(), wb.data(), 0.0};
