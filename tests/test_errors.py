@@ -197,3 +197,36 @@ def test_tokens_accepted_in_every_form(sv):
     want = {op: call() for op, call in every_op(sv, torch.tensor([1, 2, 3])).items()}
     for tokens in GOOD_TOKENS:
         assert {op: call() for op, call in every_op(sv, tokens).items()} == want, tokens
+
+
+LAYOUTS = {
+    "sparse": lambda t: t.to_sparse(),
+    "sparse_csr": lambda t: t.to_sparse_csr(),
+    "mkldnn": lambda t: t.to_mkldnn(),
+}
+
+
+# Every layout for the rows; the 1-D integer tokens can only be COO-sparse.
+NON_DENSE = [(layout, 0, "target_probs") for layout in LAYOUTS] + \
+    [(layout, 1, "draft_probs") for layout in LAYOUTS] + [("sparse", 2, "draft_tokens")]
+
+
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
+@pytest.mark.parametrize("layout,position,name", NON_DENSE)
+def test_non_dense_tensors_raise_type_error_naming_them(sv, layout, position, name):
+    """A sparse, CSR or mkldnn argument gets a TypeError naming it (not torch's "could not
+    run ... with arguments from the 'SparseCPU' backend"), and the generator is untouched."""
+    g = torch.Generator().manual_seed(1)
+    p = torch.softmax(torch.randn(4, 12, generator=g), -1)
+    args = [p, p[:3].clone(), torch.tensor([1, 2, 3])]
+    args[position] = LAYOUTS[layout](args[position])
+    state = g.get_state()
+    with pytest.raises(TypeError, match=rf"spec_verify.accept: {name} must be a dense \(strided\) tensor"):
+        sv.accept(*args, generator=g)
+    assert torch.equal(g.get_state(), state)
+    if position == 0:
+        with pytest.raises(TypeError, match=r"target_probs must be a dense"):
+            sv.verify_greedy(args[0], args[2])
+        with pytest.raises(TypeError, match=r"logits must be a dense"):
+            sv.sample(args[0], temperature=0.7, generator=g)
+        assert torch.equal(g.get_state(), state)

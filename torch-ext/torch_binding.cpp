@@ -39,6 +39,11 @@ const sv::KernelTable& kernels() {
 void check_cpu(const char* op, const char* name, const at::Tensor& t) {
   TORCH_CHECK_VALUE(t.device().is_cpu(), "spec_verify.", op, ": ", name,
                     " must be on the CPU, got a tensor on ", t.device());
+  // Sparse, mkldnn and nested tensors reach these kernels through their own dispatch keys
+  // (registered below), so that they get this error instead of torch's "could not run".
+  TORCH_CHECK_TYPE(t.layout() == at::kStrided && !t.is_nested(), "spec_verify.", op, ": ", name,
+                   " must be a dense (strided) tensor, got layout ", t.layout(),
+                   t.is_nested() ? " (nested)" : "", "; convert with .to_dense()");
 }
 
 // A [rows, V] float32 probability (or logit) tensor. Returns it with unit stride along V
@@ -484,6 +489,19 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   // Internal ops, for tests and benchmarks: private (leading underscore) names.
   ops.def("_row_masses(Tensor rows) -> Tensor");
   ops.impl("_row_masses", c10::kCPU, &row_masses);
+  // The tensor checks above, for tensors of other layouts (see check_cpu).
+  for (const c10::DispatchKey key : {c10::DispatchKey::SparseCPU, c10::DispatchKey::SparseCsrCPU,
+                                     c10::DispatchKey::MkldnnCPU, c10::DispatchKey::NestedTensorCPU}) {
+    ops.impl("verify_greedy", key, &verify_greedy);
+    ops.impl("accept", key, &accept);
+    ops.impl("accept_with_uniforms", key, &accept_with_uniforms);
+    ops.impl("warp", key, &warp);
+    ops.impl("sample", key, &sample);
+    ops.impl("sample_with_uniforms", key, &sample_with_uniforms);
+    ops.impl("accept_logits", key, &accept_logits);
+    ops.impl("accept_logits_with_uniforms", key, &accept_logits_with_uniforms);
+    ops.impl("_row_masses", key, &row_masses);
+  }
   ops.def("isa() -> str", &isa);
   ops.def("available_isas() -> str[]", &available_isas);
   ops.def("_force_isa(str name) -> ()", &force_isa);
