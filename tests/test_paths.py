@@ -112,3 +112,12 @@ def test_environment_variable_forces_a_path(sv):
     assert f"ValueError spec_verify: SPEC_VERIFY_ISA asks for the '{other}' path" in out.stdout, out.stdout + out.stderr
     out = run_with_isa("fast")
     assert "ValueError spec_verify: SPEC_VERIFY_ISA = 'fast' is not a path" in out.stdout, out.stdout + out.stderr
+    # A call that raises for the environment draws nothing: the generator is as it was.
+    code = ("import conftest, torch; sv = conftest.load_kernel()\n"
+            "g = torch.Generator().manual_seed(0); s = g.get_state(); p = torch.ones(3, 5)\n"
+            "for call in (lambda: sv.accept(p, p[:2], [1, 2], g), lambda: sv.sample(p, generator=g),\n"
+            "             lambda: sv.accept_logits(p, p[:2], [1, 2], generator=g)):\n"
+            "    try:\n        call()\n    except ValueError:\n        print('unchanged', torch.equal(g.get_state(), s))\n")
+    env = dict(os.environ, SPEC_VERIFY_ISA="fast")
+    out = subprocess.run([sys.executable, "-c", code], cwd=HERE, env=env, capture_output=True, text=True, timeout=300)
+    assert out.stdout.split() == ["unchanged", "True"] * 3, out.stdout + out.stderr
