@@ -93,7 +93,7 @@ struct RowPair {
 
 // row_mass_pair on the driver: false (the caller goes row by row) if either row is flagged.
 template <class Lanes, class Row>
-SPEC_VERIFY_INLINE bool blocked_mass_pair(Row p, Row q, int64_t n, double* p_blocks,
+SPEC_VERIFY_INLINE bool blocked_mass_pair(const Row& p, const Row& q, int64_t n, double* p_blocks,
                                           double* q_blocks, double* p_mass, double* q_mass) {
   RowPair<Row> rows{p, q};
   double* const blocks[2] = {p_blocks, q_blocks};
@@ -104,6 +104,24 @@ SPEC_VERIFY_INLINE bool blocked_mass_pair(Row p, Row q, int64_t n, double* p_blo
   *q_mass = masses[1];
   return true;
 }
+
+// The scalar half of every path's keep source: its fields and its block tails
+// (Source::at). Row 0 is w >= t ? w : 0, stored into r when kStore; row 1 is w > t ? w : 0.
+// With r == w (in place), at(v, 1) reads what at(v, 0) stored, which is w(v) or, when
+// w(v) < t, 0: either way the same row-1 value.
+template <bool kStore>
+struct KeepTail {
+  static constexpr int kRows = 2;
+  const float* w;
+  float* r;
+  float t;
+  float at(int64_t v, int row) {
+    const float x = w[v];
+    const float kept = (row == 0 ? x >= t : x > t) ? x : 0.0f;
+    if (kStore && row == 0) r[v] = kept;
+    return kept;
+  }
+};
 
 // keep_at_least on the driver. KeepSource<kStore> is a path's two-row source over weights w
 // (row 0: w >= t ? w : 0, stored into r when kStore; row 1: w > t ? w : 0), constructed
@@ -123,6 +141,17 @@ SPEC_VERIFY_INLINE void blocked_keep_at_least(const float* w, int64_t n, float t
   }
   *r_mass = masses[0];
   *above_mass = masses[1];
+}
+
+// gather_at_least from index v on, m values already in out: the scalar path whole and the
+// SIMD paths' tails. Branch-free: most weights are below t.
+inline int64_t gather_at_least_from(const float* w, int64_t v, int64_t n, float t, float* out,
+                                    int64_t m) {
+  for (; v < n; ++v) {
+    out[m] = w[v];
+    m += w[v] >= t;
+  }
+  return m;
 }
 
 // What row_mass accepts: every value in [+0.0, FLT_MAX] (-0.0 counts as zero). The SIMD

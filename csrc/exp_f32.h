@@ -26,7 +26,7 @@
 namespace spec_verify {
 
 template <class Ops>
-inline __attribute__((always_inline)) typename Ops::F exp_nonpositive(typename Ops::F y) {
+inline __attribute__((always_inline)) typename Ops::F exp_nonpositive(const typename Ops::F& y) {
   using F = typename Ops::F;
   const F magic = Ops::splat(12582912.0f);  // 1.5 * 2^23
   const F yc = Ops::max(y, Ops::splat(-104.0f));
@@ -47,8 +47,8 @@ inline __attribute__((always_inline)) typename Ops::F exp_nonpositive(typename O
 // Ops::scale through integer lanes: I with bits (F -> I), from_bits, isplat, isub, iadd,
 // srai<s> (arithmetic shift) and slli<s>.
 template <class Ops>
-inline __attribute__((always_inline)) typename Ops::F scale_by_two_factors(typename Ops::F p,
-                                                                            typename Ops::F t) {
+inline __attribute__((always_inline)) typename Ops::F scale_by_two_factors(const typename Ops::F& p,
+                                                                            const typename Ops::F& t) {
   using I = typename Ops::I;
   const I n = Ops::isub(Ops::bits(t), Ops::isplat(0x4b400000));  // t's bits minus 1.5 * 2^23's
   const I n1 = Ops::template srai<1>(n);
@@ -81,5 +81,15 @@ struct ScalarOps {
 inline float weight(float x, float temperature, float z_max) {
   return exp_nonpositive<ScalarOps>(x / temperature - z_max);
 }
+
+// The scalar half of every path's weights source (Source::at, the block tails): the
+// weight of logit v, stored.
+struct WeightTail {
+  static constexpr int kRows = 1;
+  const float* x;
+  float* w;
+  float t, m;
+  float at(int64_t v, int) const { return w[v] = weight(x[v], t, m); }
+};
 
 }  // namespace spec_verify

@@ -7,8 +7,9 @@
 
 #if defined(__x86_64__)
 
-// exp_nonpositive (exp_f32.h) is a template without a target attribute that returns
-// vectors; it is always inlined into the kernels, so the ABI note -Wpsabi gives is moot.
+// exp_nonpositive and scale_by_two_factors (exp_f32.h) are templates without a target
+// attribute that return vectors; they are always inlined into the kernels, so the ABI
+// note -Wpsabi gives is moot.
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 #include "blocked_argmax.h"
@@ -249,12 +250,8 @@ struct Avx2Ops {
 };
 
 // The weights as a source of the mass driver: computed, stored and summed in one pass.
-struct WeightValues {
-  static constexpr int kRows = 1;
-  const float* x;
-  float* w;
+struct WeightValues : WeightTail {
   __m256 vt, vm;
-  float t, m;
   SPEC_VERIFY_AVX2 __m256 eight(int64_t v) const {
     const __m256 y = _mm256_sub_ps(_mm256_div_ps(_mm256_loadu_ps(x + v), vt), vm);
     const __m256 e = exp_nonpositive<Avx2Ops>(y);
@@ -264,26 +261,23 @@ struct WeightValues {
   SPEC_VERIFY_AVX2 void add16(int64_t v, ScaledLanes* lanes) const {
     lanes->add(_mm256_castps_si256(eight(v)), _mm256_castps_si256(eight(v + 8)));
   }
-  float at(int64_t v, int) const { return w[v] = weight(x[v], t, m); }
 };
 
 SPEC_VERIFY_AVX2_KERNEL void f32_row_weights__avx2(const float* x, int64_t n, float temperature,
                                                    float z_max, float* w, double* block_mass,
                                                    double* mass) {
-  WeightValues values{x, w, _mm256_set1_ps(temperature), _mm256_set1_ps(z_max), temperature, z_max};
+  WeightValues values{{x, w, temperature, z_max}, _mm256_set1_ps(temperature), _mm256_set1_ps(z_max)};
   *mass = blocked_mass<ScaledLanes>(values, n, block_mass);
 }
 
 // r(v) = w(v) >= t ? w(v) : +0.0 (row 0, stored unless r is null) and the w(v) > t (row 1).
 // The masked values carry no sign bit, as the integer widening needs.
 template <bool kStore>
-struct KeepValues {
-  static constexpr int kRows = 2;
-  const float* w;
-  float* r;
+struct KeepValues : KeepTail<kStore> {
+  using KeepTail<kStore>::w;
+  using KeepTail<kStore>::r;
   __m256 vt;
-  float t;
-  SPEC_VERIFY_AVX2 KeepValues(const float* w_, float* r_, float t_) : w(w_), r(r_), vt(_mm256_set1_ps(t_)), t(t_) {}
+  SPEC_VERIFY_AVX2 KeepValues(const float* w_, float* r_, float t_) : KeepTail<kStore>{w_, r_, t_}, vt(_mm256_set1_ps(t_)) {}
   SPEC_VERIFY_AVX2 void add16(int64_t v, ScaledLanes* lanes) {
     const __m256 x = _mm256_loadu_ps(w + v), y = _mm256_loadu_ps(w + v + 8);
     const __m256 kx = _mm256_and_ps(x, _mm256_cmp_ps(x, vt, _CMP_GE_OQ));
@@ -295,12 +289,6 @@ struct KeepValues {
     lanes[0].add(_mm256_castps_si256(kx), _mm256_castps_si256(ky));
     lanes[1].add(_mm256_castps_si256(_mm256_and_ps(x, _mm256_cmp_ps(x, vt, _CMP_GT_OQ))),
                  _mm256_castps_si256(_mm256_and_ps(y, _mm256_cmp_ps(y, vt, _CMP_GT_OQ))));
-  }
-  float at(int64_t v, int row) {
-    const float x = w[v];
-    const float kept = (row == 0 ? x >= t : x > t) ? x : 0.0f;
-    if (kStore && row == 0) r[v] = kept;
-    return kept;
   }
 };
 
@@ -321,9 +309,7 @@ SPEC_VERIFY_AVX2 int64_t f32_gather_at_least__avx2(const float* w, int64_t n, fl
       hits &= hits - 1;
     }
   }
-  for (; v < n; ++v)
-    if (w[v] >= t) out[m++] = w[v];
-  return m;
+  return gather_at_least_from(w, v, n, t, out, m);
 }
 
 }  // namespace

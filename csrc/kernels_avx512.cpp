@@ -7,8 +7,9 @@
 
 #if defined(__x86_64__)
 
-// exp_nonpositive (exp_f32.h) is a template without a target attribute that returns
-// vectors; it is always inlined into the kernels, so the ABI note -Wpsabi gives is moot.
+// exp_nonpositive and scale_by_two_factors (exp_f32.h) are templates without a target
+// attribute that return vectors; they are always inlined into the kernels, so the ABI
+// note -Wpsabi gives is moot.
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 #include "blocked_argmax.h"
@@ -194,37 +195,30 @@ struct Avx512Ops {
 };
 
 // The weights as a source of the mass driver: computed, stored and summed in one pass.
-struct WeightValues {
-  static constexpr int kRows = 1;
-  const float* x;
-  float* w;
+struct WeightValues : WeightTail {
   __m512 vt, vm;
-  float t, m;
   SPEC_VERIFY_AVX512 void add16(int64_t v, Avx512Lanes* lanes) const {
     const __m512 y = _mm512_sub_ps(_mm512_div_ps(_mm512_loadu_ps(x + v), vt), vm);
     const __m512 e = exp_nonpositive<Avx512Ops>(y);
     _mm512_storeu_ps(w + v, e);
     lanes[0].add(_mm512_castps512_ps256(e), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1)));
   }
-  float at(int64_t v, int) const { return w[v] = weight(x[v], t, m); }
 };
 
 SPEC_VERIFY_AVX512_KERNEL void f32_row_weights__avx512(const float* x, int64_t n, float temperature,
                                                        float z_max, float* w, double* block_mass,
                                                        double* mass) {
-  WeightValues values{x, w, _mm512_set1_ps(temperature), _mm512_set1_ps(z_max), temperature, z_max};
+  WeightValues values{{x, w, temperature, z_max}, _mm512_set1_ps(temperature), _mm512_set1_ps(z_max)};
   *mass = blocked_mass<Avx512Lanes>(values, n, block_mass);
 }
 
 // r(v) = w(v) >= t ? w(v) : +0.0 (row 0, stored unless r is null) and the w(v) > t (row 1).
 template <bool kStore>
-struct KeepValues {
-  static constexpr int kRows = 2;
-  const float* w;
-  float* r;
+struct KeepValues : KeepTail<kStore> {
+  using KeepTail<kStore>::w;
+  using KeepTail<kStore>::r;
   __m512 vt;
-  float t;
-  SPEC_VERIFY_AVX512 KeepValues(const float* w_, float* r_, float t_) : w(w_), r(r_), vt(_mm512_set1_ps(t_)), t(t_) {}
+  SPEC_VERIFY_AVX512 KeepValues(const float* w_, float* r_, float t_) : KeepTail<kStore>{w_, r_, t_}, vt(_mm512_set1_ps(t_)) {}
   SPEC_VERIFY_AVX512 void add16(int64_t v, Avx512Lanes* lanes) {
     const __m512 x = _mm512_loadu_ps(w + v);
     const __m512 kept = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, vt, _CMP_GE_OQ), x);
@@ -232,12 +226,6 @@ struct KeepValues {
     if constexpr (kStore) _mm512_storeu_ps(r + v, kept);
     lanes[0].add(_mm512_castps512_ps256(kept), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(kept), 1)));
     lanes[1].add(_mm512_castps512_ps256(above), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(above), 1)));
-  }
-  float at(int64_t v, int row) {
-    const float x = w[v];
-    const float kept = (row == 0 ? x >= t : x > t) ? x : 0.0f;
-    if (kStore && row == 0) r[v] = kept;
-    return kept;
   }
 };
 
@@ -260,9 +248,7 @@ SPEC_VERIFY_AVX512 int64_t f32_gather_at_least__avx512(const float* w, int64_t n
       m += __builtin_popcount(hits);
     }
   }
-  for (; v < n; ++v)
-    if (w[v] >= t) out[m++] = w[v];
-  return m;
+  return gather_at_least_from(w, v, n, t, out, m);
 }
 
 }  // namespace

@@ -161,12 +161,8 @@ struct NeonOps {
 };
 
 // The weights as a source of the mass driver: computed, stored and summed in one pass.
-struct WeightValues {
-  static constexpr int kRows = 1;
-  const float* x;
-  float* w;
+struct WeightValues : WeightTail {
   float32x4_t vt, vm;
-  float t, m;
   void add16(int64_t v, NeonLanes* lanes) const {
     float32x4x4_t e;
     for (int i = 0; i < 4; ++i)
@@ -174,24 +170,21 @@ struct WeightValues {
     vst1q_f32_x4(w + v, e);
     lanes[0].add(e);
   }
-  float at(int64_t v, int) const { return w[v] = weight(x[v], t, m); }
 };
 
 void f32_row_weights__neon(const float* x, int64_t n, float temperature, float z_max, float* w,
                            double* block_mass, double* mass) {
-  WeightValues values{x, w, vdupq_n_f32(temperature), vdupq_n_f32(z_max), temperature, z_max};
+  WeightValues values{{x, w, temperature, z_max}, vdupq_n_f32(temperature), vdupq_n_f32(z_max)};
   *mass = blocked_mass<NeonLanes>(values, n, block_mass);
 }
 
 // r(v) = w(v) >= t ? w(v) : +0.0 (row 0, stored unless r is null) and the w(v) > t (row 1).
 template <bool kStore>
-struct KeepValues {
-  static constexpr int kRows = 2;
-  const float* w;
-  float* r;
+struct KeepValues : KeepTail<kStore> {
+  using KeepTail<kStore>::w;
+  using KeepTail<kStore>::r;
   float32x4_t vt;
-  float t;
-  KeepValues(const float* w_, float* r_, float t_) : w(w_), r(r_), vt(vdupq_n_f32(t_)), t(t_) {}
+  KeepValues(const float* w_, float* r_, float t_) : KeepTail<kStore>{w_, r_, t_}, vt(vdupq_n_f32(t_)) {}
   void add16(int64_t v, NeonLanes* lanes) {
     const float32x4x4_t x = vld1q_f32_x4(w + v);
     float32x4x4_t kept, above;
@@ -203,12 +196,6 @@ struct KeepValues {
     if constexpr (kStore) vst1q_f32_x4(r + v, kept);
     lanes[0].add(kept);
     lanes[1].add(above);
-  }
-  float at(int64_t v, int row) {
-    const float x = w[v];
-    const float k = (row == 0 ? x >= t : x > t) ? x : 0.0f;
-    if (kStore && row == 0) r[v] = k;
-    return k;
   }
 };
 
@@ -226,9 +213,7 @@ int64_t f32_gather_at_least__neon(const float* w, int64_t n, float t, float* out
     for (int j = 0; j < 4; ++j)
       if (w[v + j] >= t) out[m++] = w[v + j];
   }
-  for (; v < n; ++v)
-    if (w[v] >= t) out[m++] = w[v];
-  return m;
+  return gather_at_least_from(w, v, n, t, out, m);
 }
 
 }  // namespace

@@ -74,48 +74,25 @@ void f32_row_weights__scalar(const float* x, int64_t n, float temperature, float
   *mass = scalar_mass(n, block_mass, [=](int64_t v) { return w[v] = weight(x[v], temperature, z_max); });
 }
 
-// r(v) = w(v) >= t ? w(v) : 0 (row 0, stored unless r is null) and w(v) > t ? w(v) : 0 (row 1).
-struct KeepValues {
-  static constexpr int kRows = 2;
-  const float* w;
-  float* r;
-  float t;
-  float value(int64_t v, int row) const {
-    const float x = w[v];
-    return (row == 0 ? x >= t : x > t) ? x : 0.0f;
-  }
+// Note [Canonical mass order] lane by lane over KeepTail's values.
+template <bool kStore>
+struct KeepValues : KeepTail<kStore> {
+  KeepValues(const float* w, float* r, float t) : KeepTail<kStore>{w, r, t} {}
   void add16(int64_t v, ScalarLanes* lanes) {
     for (int j = 0; j < kLanes; ++j) {
-      const float kept = value(v + j, 0);
-      if (r != nullptr) r[v + j] = kept;
-      lanes[0].l[j] += static_cast<double>(kept);
-      lanes[1].l[j] += static_cast<double>(value(v + j, 1));
+      lanes[0].l[j] += static_cast<double>(this->at(v + j, 0));
+      lanes[1].l[j] += static_cast<double>(this->at(v + j, 1));
     }
-  }
-  float at(int64_t v, int row) {
-    const float x = value(v, row);
-    if (row == 0 && r != nullptr) r[v] = x;
-    return x;
   }
 };
 
 void f32_keep_at_least__scalar(const float* w, int64_t n, float t, float* r, double* r_blocks,
                                double* r_mass, double* above_blocks, double* above_mass) {
-  KeepValues source{w, r, t};
-  double* const blocks[2] = {r_blocks, above_blocks};
-  double masses[2];
-  blocked_mass<ScalarLanes>(source, n, blocks, masses);
-  *r_mass = masses[0];
-  *above_mass = masses[1];
+  blocked_keep_at_least<ScalarLanes, KeepValues>(w, n, t, r, r_blocks, r_mass, above_blocks, above_mass);
 }
 
 int64_t f32_gather_at_least__scalar(const float* w, int64_t n, float t, float* out) {
-  int64_t m = 0;
-  for (int64_t v = 0; v < n; ++v) {  // branch-free: most weights are below t
-    out[m] = w[v];
-    m += w[v] >= t;
-  }
-  return m;
+  return gather_at_least_from(w, 0, n, t, out, 0);
 }
 
 }  // namespace

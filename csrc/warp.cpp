@@ -17,7 +17,7 @@ namespace {
 
 struct Scratch {
   std::vector<double> above_blocks;
-  std::vector<uint32_t> keys;
+  std::vector<uint32_t> keys, select;
   std::vector<float> candidates, pool;
   std::vector<size_t> group_start;
   std::vector<double> bucket_mass;
@@ -54,7 +54,8 @@ void apply_top_k(const float* x, int64_t n, const WarpParams& params, float* w) 
   std::vector<uint32_t>& keys = scratch(n).keys;
   keys.resize(n);
   for (int64_t v = 0; v < n; ++v) keys[v] = order_key(x[v] / params.temperature);
-  std::vector<uint32_t> select(keys.begin(), keys.end());
+  std::vector<uint32_t>& select = scratch(n).select;
+  select.assign(keys.begin(), keys.end());
   const auto kth = select.begin() + (params.top_k - 1);
   std::nth_element(select.begin(), kth, select.end(), std::greater<uint32_t>());
   const uint32_t cutoff = *kth;

@@ -292,16 +292,24 @@ sv::Outcome sample_row(const at::Tensor& rows, int64_t i, const sv::WarpParams& 
   return out;
 }
 
-at::Tensor sample_rows(const char* op, const at::Tensor& logits, const sv::WarpParams& params,
-                       const double* uniforms) {
-  const at::Tensor rows = checked_logits(op, "logits", logits);
-  at::Tensor tokens = at::empty({rows.size(0)}, at::TensorOptions().dtype(at::kLong));
+// A token for each checked row (checked_logits) into `tokens`: the first malformed row's
+// error, or kNone. uniforms may be null at temperature 0.
+sv::Outcome sample_into(const at::Tensor& rows, const sv::WarpParams& params,
+                        const double* uniforms, at::Tensor& tokens) {
+  tokens = at::empty({rows.size(0)}, at::TensorOptions().dtype(at::kLong));
   int64_t* out = tokens.data_ptr<int64_t>();
   for (int64_t i = 0; i < rows.size(0); ++i) {
     const sv::Outcome o = sample_row(rows, i, params, uniforms == nullptr ? 0.0 : uniforms[i]);
-    raise_if_bad(op, o, RowNames{"logits", "logits", true});
+    if (o.error != sv::InputError::kNone) return o;
     out[i] = o.token;
   }
+  return sv::Outcome{};
+}
+
+// sample_into's tokens shaped as logits.shape[:-1], or its error raised.
+at::Tensor sampled(const char* op, const at::Tensor& logits, const sv::Outcome& out,
+                   const at::Tensor& tokens) {
+  raise_if_bad(op, out, RowNames{"logits", "logits", true});
   return logits.dim() == 1 ? tokens.squeeze(0) : tokens;
 }
 
@@ -350,14 +358,10 @@ at::Tensor warp(const at::Tensor& logits, double temperature, int64_t top_k, dou
   for (int64_t i = 0; i < n; ++i) {
     const float* x = rows.data_ptr<float>() + i * rows.stride(0);
     float* o = out.data_ptr<float>() + i * vocab;
-    if (params.temperature == 0.0f) {
-      int64_t best = 0;
-      if (!kt.row_argmax(x, vocab, &best)) {
-        sv::Outcome bad = sv::sample_round(kt, x, vocab, params, 0.0);  // locates the NaN
-        bad.row = i;
-        raise_if_bad(op, bad, RowNames{"logits", "logits", true});
-      }
-      o[best] = 1.0f;
+    if (params.temperature == 0.0f) {  // greedy: one-hot at sample_round's argmax
+      const sv::Outcome greedy = sample_row(rows, i, params, 0.0);
+      raise_if_bad(op, greedy, RowNames{"logits", "logits", true});
+      o[greedy.token] = 1.0f;
       continue;
     }
     sv::WarpedRow w{buffers.values.data(), buffers.blocks.data(), 0.0};
@@ -374,19 +378,13 @@ at::Tensor sample(const at::Tensor& logits, double temperature, int64_t top_k, d
   const char* op = "sample";
   const sv::WarpParams params = checked_params(op, temperature, top_k, top_p, min_p);
   const at::Tensor rows = checked_logits(op, "logits", logits);
-  if (params.temperature == 0.0f) return sample_rows(op, logits, params, nullptr);  // no uniform
-  at::Tensor tokens = at::empty({rows.size(0)}, at::TensorOptions().dtype(at::kLong));
-  int64_t* token = tokens.data_ptr<int64_t>();
-  const sv::Outcome out = with_uniforms(op, generator, rows.size(0), [&](const double* u) {
-    for (int64_t i = 0; i < rows.size(0); ++i) {
-      const sv::Outcome o = sample_row(rows, i, params, u[i]);
-      if (o.error != sv::InputError::kNone) return o;  // the generator is put back
-      token[i] = o.token;
-    }
-    return sv::Outcome{};
-  });
-  raise_if_bad(op, out, RowNames{"logits", "logits", true});
-  return logits.dim() == 1 ? tokens.squeeze(0) : tokens;
+  at::Tensor tokens;
+  // At temperature 0 nothing is drawn; otherwise a malformed row puts the generator back.
+  const sv::Outcome out =
+      params.temperature == 0.0f
+          ? sample_into(rows, params, nullptr, tokens)
+          : with_uniforms(op, generator, rows.size(0), [&](const double* u) { return sample_into(rows, params, u, tokens); });
+  return sampled(op, logits, out, tokens);
 }
 
 at::Tensor sample_with_uniforms(const at::Tensor& logits, const at::Tensor& uniforms,
@@ -399,7 +397,9 @@ at::Tensor sample_with_uniforms(const at::Tensor& logits, const at::Tensor& unif
                                         logits.dim() == 1 ? std::string("[] (one row)")
                                                           : "[R] = [" + std::to_string(n) + "]",
                                         logits.dim() == 1);
-  return sample_rows(op, logits, params, u.data_ptr<double>());
+  at::Tensor tokens;
+  const sv::Outcome out = sample_into(rows, params, u.data_ptr<double>(), tokens);
+  return sampled(op, logits, out, tokens);
 }
 
 std::tuple<c10::SymInt, c10::SymInt> accept_logits(const at::Tensor& target_logits,
