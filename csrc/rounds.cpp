@@ -11,16 +11,6 @@
 namespace spec_verify {
 namespace {
 
-// Block-mass scratch, reused across calls on the same thread.
-double* scratch(int slot, int64_t n) {
-  thread_local std::vector<double> buffers[3];
-  std::vector<double>& buffer = buffers[slot];
-  const auto needed = static_cast<size_t>(num_blocks(n));
-  if (buffer.size() < needed) buffer.resize(needed);
-  return buffer.data();
-}
-enum Slot { kTargetBlocks = 0, kDraftBlocks = 1, kResidualBlocks = 2 };
-
 // Error path only: the first element of a row that a mass may not contain.
 Outcome bad_mass_row(const float* row, int64_t n, bool in_draft, int64_t i) {
   Outcome out;
@@ -79,7 +69,7 @@ Outcome emitted(int64_t n_accepted, int64_t token) {
 
 }  // namespace
 
-void residual_scales(double P, double Q, float* a, float* b) {
+int residual_scales(double P, double Q, float* a, float* b) {
   // a = 2^s / P lies in (2^(s-eP-1), 2^(s-eP)]. Keep a and b normal floats with headroom
   // ([2^-125, 2^126]) and p * a <= 2^s * (1 + 2^-24) far below FLT_MAX; prefer s = 0
   // (normalised rows). Only masses more than 2^240 apart leave no such s: then the factor
@@ -91,6 +81,7 @@ void residual_scales(double P, double Q, float* a, float* b) {
   const int s = lo > hi ? hi : std::clamp(0, lo, hi);
   *a = static_cast<float>(std::ldexp(1.0, s) / P);
   *b = static_cast<float>(std::ldexp(1.0, s) / Q);
+  return s;
 }
 
 Outcome verify_greedy_round(const KernelTable& kt, Rows target, const int64_t* tokens,
@@ -105,83 +96,260 @@ Outcome verify_greedy_round(const KernelTable& kt, Rows target, const int64_t* t
 
 namespace {
 
-// A draw from row p (mass P > 0, block masses p_blocks) with uniform u.
-int64_t draw(const float* p, const double* p_blocks, double P, double u, int64_t vocab) {
-  return sample_index(p_blocks, vocab, u * P, [p](int64_t v) { return p[v]; });
-}
+// One row as a round sees it: its values (the caller's row in place, or a warped copy in
+// `buffer`), its block masses and its mass.
+struct Side {
+  std::vector<float> buffer;
+  std::vector<double> blocks;
+  const float* values = nullptr;
+  double mass = 0.0;
+};
 
-// Position i of a round, rows p and q with masses P, Q > 0: true and the emitted token in
-// *token if draft token t is rejected, false if it is accepted.
-bool rejected(const KernelTable& kt, const float* p, const float* q, double P, double Q,
-              const double* p_blocks, int64_t t, double u_i, double u_k, int64_t vocab,
-              int64_t* token) {
-  // Accept t with probability min(1, (p(t)/P) / (q(t)/Q)), without dividing:
-  // u * q(t) * P < p(t) * Q. p(t) = 0 never passes; q(t) = 0 < p(t) always does.
-  const double pt = p[t], qt = q[t];
-  if (u_i * qt * P < pt * Q) return false;
-
+// Position n of a round: target row p, draft row q (unused for one-hot drafts) and, when a
+// residual was summed, its float32 factors, block masses and mass. Block verification
+// also keeps rho_n and n for the position it may end at.
+struct Position {
+  Side p, q;
+  std::vector<double> r_blocks;
+  double r_mass = -1.0;  // < 0: not summed
   float a = 0.0f, b = 0.0f;
-  residual_scales(P, Q, &a, &b);
-  double* r_blocks = scratch(kResidualBlocks, vocab);
-  double R = 0.0;
-  kt.residual_mass(p, q, a, b, vocab, r_blocks, &R);
-  if (R > 0.0) {
-    *token = sample_index(r_blocks, vocab, u_k * R, [=](int64_t v) { return residual_value(p[v], q[v], a, b); });
-  } else {
-    // Zero residual mass happens only through rounding (p and q nearly proportional):
-    // the exact residual is then negligible next to p, so draw from p.
-    *token = draw(p, p_blocks, P, u_k, vocab);
+  double rho = 1.0;
+  int64_t index = 0;
+  void fit(int64_t vocab, bool warped) {
+    const auto blocks = static_cast<size_t>(num_blocks(vocab));
+    for (Side* s : {&p, &q}) {
+      if (s->blocks.size() < blocks) s->blocks.resize(blocks);
+      if (warped && s->buffer.size() < static_cast<size_t>(vocab)) s->buffer.resize(vocab);
+    }
+    if (r_blocks.size() < blocks) r_blocks.resize(blocks);
   }
-  return true;
+};
+
+// Two positions per thread, reused across calls: block verification keeps the position it
+// may end at in one while it reads the next into the other.
+Position* positions(int64_t vocab, bool warped) {
+  thread_local Position slots[2];
+  slots[0].fit(vocab, warped);
+  slots[1].fit(vocab, warped);
+  return slots;
 }
 
-// Warp scratch, reused across calls on the same thread: the target's and the draft's
-// warped row.
-struct WarpScratch {
-  std::vector<float> p, q;
-  std::vector<double> p_blocks, q_blocks;
-  void fit(int64_t vocab) {
-    if (p.size() < static_cast<size_t>(vocab)) {
-      p.resize(vocab);
-      q.resize(vocab);
-      p_blocks.resize(num_blocks(vocab));
-      q_blocks.resize(num_blocks(vocab));
-    }
+// The rows of a round on probabilities: read in place, validated by their mass pass.
+struct ProbRows {
+  const KernelTable& kt;
+  Rows target, draft;
+  int64_t vocab;
+  static constexpr bool kWarped = false;
+
+  Outcome read_target(int64_t i, Side* p) const {
+    p->values = target.row(i);
+    if (!kt.row_mass(p->values, vocab, p->blocks.data(), &p->mass)) return bad_mass_row(p->values, vocab, false, i);
+    if (p->mass == 0.0) return zero_mass_row(false, i);
+    return Outcome{};
   }
+  // The target row's errors come first: a zero-mass target row is reported before the
+  // draft row is looked at.
+  Outcome read_pair(int64_t i, Side* p, Side* q) const {
+    p->values = target.row(i);
+    q->values = draft.row(i);
+    if (kt.row_mass_pair == nullptr ||
+        !kt.row_mass_pair(p->values, q->values, vocab, p->blocks.data(), q->blocks.data(), &p->mass, &q->mass)) {
+      // Row by row (no fast path, or it declined): the masses, or which row is at fault.
+      const Outcome bad = read_target(i, p);
+      if (bad.error != InputError::kNone) return bad;
+      if (!kt.row_mass(q->values, vocab, q->blocks.data(), &q->mass)) return bad_mass_row(q->values, vocab, true, i);
+    }
+    if (p->mass == 0.0) return zero_mass_row(false, i);
+    if (q->mass == 0.0) return zero_mass_row(true, i);
+    return Outcome{};
+  }
+};
+
+// The rows of a round on logits: warped as they are read (Note [Warping]).
+struct LogitRows {
+  const KernelTable& kt;
+  Rows target, draft;
+  int64_t vocab;
+  const WarpParams& params;
+  static constexpr bool kWarped = true;
+
+  Outcome read(const float* x, bool in_draft, int64_t i, Side* s) const {
+    WarpedRow w{s->buffer.data(), s->blocks.data(), 0.0};
+    const Outcome bad = warp_row(kt, x, vocab, params, &w);
+    if (bad.error != InputError::kNone) return in_row(bad, in_draft, i);
+    s->values = w.values;
+    s->mass = w.mass;  // positive: the largest weight, 1, is always kept
+    return Outcome{};
+  }
+  Outcome read_target(int64_t i, Side* p) const { return read(target.row(i), false, i, p); }
+  Outcome read_pair(int64_t i, Side* p, Side* q) const {
+    const Outcome bad = read_target(i, p);
+    if (bad.error != InputError::kNone) return bad;
+    return read(draft.row(i), true, i, q);
+  }
+};
+
+// A draw from row p (mass > 0) with uniform u.
+int64_t draw(const Side& p, double u, int64_t vocab) {
+  const float* values = p.values;
+  return sample_index(p.blocks.data(), vocab, u * p.mass, [values](int64_t v) { return values[v]; });
+}
+
+// A draw from row p without token t (Note [One-hot drafts]): p's block masses with t's
+// block summed again, t as +0.0, by the same kernel; that block mass in p.blocks is
+// overwritten. If nothing but t has mass, t.
+int64_t draw_without(const KernelTable& kt, Side& p, int64_t t, double u, int64_t vocab) {
+  const int64_t b = t / kMassBlock;
+  const int64_t begin = b * kMassBlock;
+  const int64_t len = std::min(kMassBlock, vocab - begin);
+  float block[kMassBlock];
+  std::copy(p.values + begin, p.values + begin + len, block);
+  block[t - begin] = 0.0f;
+  double block_total = 0.0;
+  kt.row_mass(block, len, &p.blocks[b], &block_total);
+  double mass = 0.0;
+  for (int64_t j = 0; j < num_blocks(vocab); ++j) mass += p.blocks[j];
+  if (!(mass > 0.0)) return t;
+  const float* values = p.values;
+  return sample_index(p.blocks.data(), vocab, u * mass, [values, t](int64_t v) { return v == t ? 0.0f : values[v]; });
+}
+
+// Sums the residual max(0, rho * p / P - q / Q), scaled (Note [Residual in float32]), into
+// at's residual fields; returns the scale 2^s as s.
+int sum_residual(const KernelTable& kt, Position& at, double rho, int64_t vocab) {
+  const int s = residual_scales(at.p.mass / rho, at.q.mass, &at.a, &at.b);
+  kt.residual_mass(at.p.values, at.q.values, at.a, at.b, vocab, at.r_blocks.data(), &at.r_mass);
+  return s;
+}
+
+// The correction drawn at position `at` from its summed residual, or from p if rounding
+// left that residual without mass (the exact one is then negligible next to p).
+int64_t draw_residual(const Position& at, double u, int64_t vocab) {
+  if (!(at.r_mass > 0.0)) return draw(at.p, u, vocab);
+  const float* p = at.p.values;
+  const float* q = at.q.values;
+  const float a = at.a, b = at.b;
+  return sample_index(at.r_blocks.data(), vocab, u * at.r_mass,
+                      [=](int64_t v) { return residual_value(p[v], q[v], a, b); });
+}
+
+// ---- token-wise verification (Note [One-hot drafts] for a draft without rows) ------------
+
+template <class Reader>
+Outcome token_round(const KernelTable& kt, const Reader& rows, bool one_hot, const int64_t* tokens,
+                    const double* u, int64_t k, int64_t vocab) {
+  Position& at = positions(vocab, Reader::kWarped)[0];
+  for (int64_t i = 0; i < k; ++i) {
+    const int64_t t = tokens[i];
+    if (one_hot) {
+      const Outcome bad = rows.read_target(i, &at.p);
+      if (bad.error != InputError::kNone) return bad;
+      // q = onehot(t), Q = 1: accept with probability p(t) / P, u * P < p(t).
+      if (u[i] * at.p.mass < static_cast<double>(at.p.values[t])) continue;
+      return emitted(i, draw_without(kt, at.p, t, u[k], vocab));
+    }
+    const Outcome bad = rows.read_pair(i, &at.p, &at.q);
+    if (bad.error != InputError::kNone) return bad;
+    // Accept t with probability min(1, (p(t)/P) / (q(t)/Q)), without dividing:
+    // u * q(t) * P < p(t) * Q. p(t) = 0 never passes; q(t) = 0 < p(t) always does.
+    const double pt = at.p.values[t], qt = at.q.values[t];
+    if (u[i] * qt * at.p.mass < pt * at.q.mass) continue;
+    sum_residual(kt, at, 1.0, vocab);
+    return emitted(i, draw_residual(at, u[k], vocab));
+  }
+  const Outcome bad = rows.read_target(k, &at.p);
+  if (bad.error != InputError::kNone) return bad;
+  return emitted(k, draw(at.p, u[k], vocab));
+}
+
+// ---- block verification (Note [Block verification]) ---------------------------------------
+
+// rho_{n+1} = min(1, rho_n * p_n(t) / q_n(t)) on normalised rows, from position n's rows.
+double next_rho(double rho, const Position& at, int64_t t, bool one_hot) {
+  const double pt = at.p.values[t];
+  if (rho == 0.0 || pt == 0.0) return 0.0;
+  if (one_hot) return std::min(1.0, rho * (pt / at.p.mass));
+  const double qt = at.q.values[t];
+  if (qt == 0.0) return 1.0;  // p(t) > 0 = q(t): an infinite ratio
+  return std::min(1.0, rho * ((pt * at.q.mass) / (qt * at.p.mass)));
+}
+
+// Z_n = sum_x max(0, rho * p(x) - q(x)) on normalised rows, rho = rho_n > 0; for a draft
+// with rows it sums the residual into `at`, ready to be drawn from.
+double block_z(const KernelTable& kt, Position& at, double rho, int64_t t, bool one_hot, int64_t vocab) {
+  if (one_hot) return rho * (std::max(0.0, at.p.mass - at.p.values[t]) / at.p.mass);
+  // Below 2^-200, rho * p is lost next to q in float32: h_n < 2^-200 is taken as 0.
+  if (rho < 0x1p-200) return 0.0;
+  const int s = sum_residual(kt, at, rho, vocab);
+  return std::ldexp(at.r_mass, -s);
+}
+
+template <class Reader>
+Outcome block_round(const KernelTable& kt, const Reader& rows, bool one_hot, const int64_t* tokens,
+                    const double* u, int64_t k, int64_t vocab) {
+  if (k == 0) return token_round(kt, rows, one_hot, tokens, u, k, vocab);
+  Position* slots = positions(vocab, Reader::kWarped);
+  Position* end = &slots[0];   // the position tau the round ends at so far
+  Position* next = &slots[1];  // the position being read
+  const auto read = [&](int64_t i, Position* at) {
+    at->r_mass = -1.0;
+    return one_hot ? rows.read_target(i, &at->p) : rows.read_pair(i, &at->p, &at->q);
+  };
+  Outcome bad = read(0, end);
+  if (bad.error != InputError::kNone) return bad;
+  end->rho = 1.0;
+  end->index = 0;
+  double rho = next_rho(1.0, *end, tokens[0], one_hot);  // rho_1
+  for (int64_t n = 1; n < k; ++n) {
+    bad = read(n, next);
+    if (bad.error != InputError::kNone) return bad;
+    const double z = rho > 0.0 ? block_z(kt, *next, rho, tokens[n], one_hot, vocab) : 0.0;
+    const double denominator = z + (1.0 - rho);
+    const double h = denominator > 0.0 ? z / denominator : 1.0;
+    const double rho_next = next_rho(rho, *next, tokens[n], one_hot);
+    if (u[n - 1] < h) {  // tau >= n
+      next->rho = rho;
+      next->index = n;
+      std::swap(end, next);
+    }
+    rho = rho_next;
+  }
+  bad = rows.read_target(k, &next->p);
+  if (bad.error != InputError::kNone) return bad;
+  if (u[k - 1] < rho) return emitted(k, draw(next->p, u[k], vocab));  // h_K = rho_K
+  // The correction at tau from max(0, rho_tau * p - q): p without t for a one-hot draft.
+  if (one_hot) return emitted(end->index, draw_without(kt, end->p, tokens[end->index], u[k], vocab));
+  if (end->r_mass < 0.0) sum_residual(kt, *end, end->rho, vocab);  // tau = 0: not summed yet
+  return emitted(end->index, draw_residual(*end, u[k], vocab));
+}
+
+template <class Reader>
+Outcome verify_round(const KernelTable& kt, const Reader& rows, bool one_hot, const int64_t* tokens,
+                     const double* u, int64_t k, int64_t vocab, Method method) {
+  return method == Method::kBlock ? block_round(kt, rows, one_hot, tokens, u, k, vocab)
+                                  : token_round(kt, rows, one_hot, tokens, u, k, vocab);
+}
+
+// Warp scratch of sample_round, reused across calls on the same thread.
+struct WarpScratch {
+  std::vector<float> values;
+  std::vector<double> blocks;
 };
 WarpScratch& warp_scratch(int64_t vocab) {
   thread_local WarpScratch s;
-  s.fit(vocab);
+  if (s.values.size() < static_cast<size_t>(vocab)) {
+    s.values.resize(vocab);
+    s.blocks.resize(num_blocks(vocab));
+  }
   return s;
 }
 
 }  // namespace
 
 Outcome accept_round(const KernelTable& kt, Rows target, Rows draft, const int64_t* tokens,
-                     const double* uniforms, int64_t k, int64_t vocab) {
-  double* p_blocks = scratch(kTargetBlocks, vocab);
-  double* q_blocks = scratch(kDraftBlocks, vocab);
-  for (int64_t i = 0; i < k; ++i) {
-    const float* p = target.row(i);
-    const float* q = draft.row(i);
-    double P = 0.0, Q = 0.0;
-    if (kt.row_mass_pair == nullptr || !kt.row_mass_pair(p, q, vocab, p_blocks, q_blocks, &P, &Q)) {
-      // Row by row (no fast path, or it declined): the masses, or which row is at fault. The
-      // target row's errors come first: a zero-mass target row is reported below before
-      // the draft row is looked at.
-      if (!kt.row_mass(p, vocab, p_blocks, &P)) return bad_mass_row(p, vocab, false, i);
-      if (P != 0.0 && !kt.row_mass(q, vocab, q_blocks, &Q)) return bad_mass_row(q, vocab, true, i);
-    }
-    if (P == 0.0) return zero_mass_row(false, i);
-    if (Q == 0.0) return zero_mass_row(true, i);
-    int64_t x = -1;
-    if (rejected(kt, p, q, P, Q, p_blocks, tokens[i], uniforms[i], uniforms[k], vocab, &x)) return emitted(i, x);
-  }
-  const float* p = target.row(k);
-  double P = 0.0;
-  if (!kt.row_mass(p, vocab, p_blocks, &P)) return bad_mass_row(p, vocab, false, k);
-  if (P == 0.0) return zero_mass_row(false, k);
-  return emitted(k, draw(p, p_blocks, P, uniforms[k], vocab));
+                     const double* uniforms, int64_t k, int64_t vocab, Method method) {
+  const ProbRows rows{kt, target, draft, vocab};
+  return verify_round(kt, rows, draft.data == nullptr, tokens, uniforms, k, vocab, method);
 }
 
 Outcome sample_round(const KernelTable& kt, const float* x, int64_t n, const WarpParams& params,
@@ -192,32 +360,17 @@ Outcome sample_round(const KernelTable& kt, const float* x, int64_t n, const War
     return out;
   }
   WarpScratch& s = warp_scratch(n);
-  WarpedRow p{s.p.data(), s.p_blocks.data(), 0.0};
+  WarpedRow p{s.values.data(), s.blocks.data(), 0.0};
   const Outcome bad = warp_row(kt, x, n, params, &p);
   if (bad.error != InputError::kNone) return bad;
-  return emitted(0, draw(p.values, p.blocks, p.mass, u, n));
+  return emitted(0, sample_index(p.blocks, n, u * p.mass, [v = p.values](int64_t i) { return v[i]; }));
 }
 
 Outcome accept_logits_round(const KernelTable& kt, Rows target, Rows draft, const int64_t* tokens,
                             const double* uniforms, int64_t k, int64_t vocab,
-                            const WarpParams& params) {
-  WarpScratch& s = warp_scratch(vocab);
-  WarpedRow p{s.p.data(), s.p_blocks.data(), 0.0};
-  WarpedRow q{s.q.data(), s.q_blocks.data(), 0.0};
-  for (int64_t i = 0; i < k; ++i) {
-    Outcome bad = warp_row(kt, target.row(i), vocab, params, &p);
-    if (bad.error != InputError::kNone) return in_row(bad, false, i);
-    bad = warp_row(kt, draft.row(i), vocab, params, &q);
-    if (bad.error != InputError::kNone) return in_row(bad, true, i);
-    // Warped rows have positive mass: the largest weight, 1, is always kept.
-    int64_t x = -1;
-    if (rejected(kt, p.values, q.values, p.mass, q.mass, p.blocks, tokens[i], uniforms[i], uniforms[k],
-                 vocab, &x))
-      return emitted(i, x);
-  }
-  const Outcome bad = warp_row(kt, target.row(k), vocab, params, &p);
-  if (bad.error != InputError::kNone) return in_row(bad, false, k);
-  return emitted(k, draw(p.values, p.blocks, p.mass, uniforms[k], vocab));
+                            const WarpParams& params, Method method) {
+  const LogitRows rows{kt, target, draft, vocab, params};
+  return verify_round(kt, rows, draft.data == nullptr, tokens, uniforms, k, vocab, method);
 }
 
 }  // namespace spec_verify

@@ -140,10 +140,36 @@ struct Outcome {
 Outcome verify_greedy_round(const KernelTable& kt, Rows target, const int64_t* tokens,
                             int64_t k, int64_t vocab);
 
-// Rejection sampling with the given uniforms u[0..k] (each in [0, 1)).
-// Reads target rows 0..i and draft rows 0..min(i, k-1) only, where i decides the round.
+// Note [One-hot drafts]
+// A draft without rows (draft.data == nullptr) is the one-hot draft q_i = onehot(t_i),
+// Q_i = 1. Token-wise, t_i is accepted iff u_i * P_i < p_i(t_i); on rejection the residual
+// max(0, p_i - onehot * P_i) is p_i without t_i, drawn with u_K from p_i's block masses
+// after t_i's block is summed again with t_i as +0.0 (the same kernel, so the same bits on
+// every path): one pass over each target row, none over the draft.
+
+// Note [Block verification]
+// Sun et al., "Block Verification Accelerates Speculative Decoding" (ICLR 2025). On
+// normalised rows p_n = target row n / P_n, q_n = draft row n / Q_n, with rho_0 = 1:
+//   rho_n = min(1, rho_{n-1} * p_{n-1}(t_{n-1}) / q_{n-1}(t_{n-1}))          n = 1..K
+//   h_n = Z_n / (Z_n + 1 - rho_n), Z_n = sum_x max(0, rho_n p_n(x) - q_n(x))   n = 1..K-1
+//   (h_n = 1 if the denominator is 0), h_K = rho_K;
+// tau = the largest n in 1..K with u_{n-1} < h_n, else 0; the round emits t_0..t_{tau-1}
+// and then, drawn with u_K, a token from p_K if tau = K, else from the residual
+// max(0, rho_tau p_tau - q_tau) (the ordinary residual at tau = 0). Ratios of zero are
+// 0 (p(t) = 0) and infinite (q(t) = 0 < p(t)); Z_n is summed like the token-wise residual
+// with factors a = 2^s rho / P, b = 2^s / Q, and taken as 0 when rho_n < 2^-200 (h_n
+// below 2^-200). One-hot drafts: rho_n = min(1, rho_{n-1} p_{n-1}(t_{n-1})),
+// Z_n = rho_n (1 - p_n(t_n)) and the residual is p_tau without t_tau. The round reads
+// every row (no early exit), keeps K+1 uniforms, and its law is the target's.
+enum class Method : int { kToken = 0, kBlock = 1 };
+
+// Rejection sampling with the given uniforms u[0..k] (each in [0, 1)); draft.data ==
+// nullptr for one-hot drafts (Note [One-hot drafts]). Token-wise, it reads target rows
+// 0..i and draft rows 0..min(i, k-1) only, where i decides the round; block verification
+// reads every row.
 Outcome accept_round(const KernelTable& kt, Rows target, Rows draft, const int64_t* tokens,
-                     const double* uniforms, int64_t k, int64_t vocab);
+                     const double* uniforms, int64_t k, int64_t vocab,
+                     Method method = Method::kToken);
 
 // ---- warping (warp.cpp): Note [Warping] on raw rows -------------------------------------
 // A warped row: r(v) in `values` (n floats), its block masses and its mass.
@@ -163,11 +189,12 @@ Outcome warp_row(const KernelTable& kt, const float* x, int64_t n, const WarpPar
 Outcome sample_round(const KernelTable& kt, const float* x, int64_t n, const WarpParams& params,
                      double u);
 
-// accept_round on the warped rows of target and draft logits (temperature > 0), warped as
-// they are read: rows after the deciding position are never read.
+// accept_round on the warped rows of target and draft logits (temperature > 0; draft.data
+// == nullptr for one-hot drafts), warped as they are read: token-wise, rows after the
+// deciding position are never read.
 Outcome accept_logits_round(const KernelTable& kt, Rows target, Rows draft, const int64_t* tokens,
                             const double* uniforms, int64_t k, int64_t vocab,
-                            const WarpParams& params);
+                            const WarpParams& params, Method method = Method::kToken);
 
 // r'(v) of Note [Residual in float32]: the one definition every path reproduces.
 inline float residual_value(float p, float q, float a, float b) {
@@ -176,6 +203,7 @@ inline float residual_value(float p, float q, float a, float b) {
 }
 
 // Power-of-two scaled float32 factors of Note [Residual in float32]; P, Q > 0 and finite.
-void residual_scales(double P, double Q, float* a, float* b);
+// Returns s: a = 2^s / P and b = 2^s / Q rounded to float32.
+int residual_scales(double P, double Q, float* a, float* b);
 
 }  // namespace spec_verify

@@ -3,6 +3,8 @@ that names the problem, and nothing mutated (inputs and the generator are as the
 from __future__ import annotations
 
 import numpy as np
+import re
+
 import pytest
 import torch
 
@@ -78,6 +80,41 @@ def test_accept_rejects(sv, case):
     for a, b in zip(args, before):
         if isinstance(a, torch.Tensor) and a.device.type == "cpu":
             assert same_bits(a, b), "an input was written by a call that raised"
+
+
+# Block verification reads the same rows first and checks them the same way; one-hot drafts
+# (draft_probs None) meet every case that does not involve the draft's rows.
+ONE_HOT_CASES = [c for c in ACCEPT_CASES if "draft" not in c[0] and "meta" not in c[0]]
+
+
+MODE_CASES = [(c, False) for c in ACCEPT_CASES] + [(c, True) for c in ONE_HOT_CASES]
+
+
+@pytest.mark.parametrize("method", ["token", "block"])
+@pytest.mark.parametrize("case, one_hot", MODE_CASES,
+                         ids=[c[0] + (", one-hot" if one_hot else "") for c, one_hot in MODE_CASES])
+def test_accept_rejects_in_every_mode(sv, case, one_hot, method):
+    _, args, exc, pattern = case
+    if one_hot:
+        args = (args[0], None, args[2])
+    g = torch.Generator().manual_seed(1)
+    state = g.get_state()
+    with pytest.raises(exc, match=pattern):
+        sv.accept(*args, g, method=method)
+    assert torch.equal(g.get_state(), state), "the generator advanced on a call that raised"
+    with pytest.raises(exc, match=pattern):
+        sv.accept_with_uniforms(*args, torch.full((K + 1,), 0.5, dtype=torch.float64), method=method)
+
+
+@pytest.mark.parametrize("method", ["tokens", "Block", "", None, 1])
+def test_unknown_method(sv, method):
+    for call in (lambda: sv.accept(p0, q0, t0, method=method),
+                 lambda: sv.accept(p0, None, t0, method=method),
+                 lambda: sv.accept_with_uniforms(p0, q0, t0, torch.zeros(K + 1, dtype=torch.float64),
+                                                 method=method)):
+        with pytest.raises(ValueError, match=r'^spec_verify\.accept(_with_uniforms)?: method must be "token" '
+                                             r'or "block", got ' + re.escape(repr(method))):
+            call()
 
 
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -133,19 +133,37 @@ std::tuple<c10::SymInt, c10::SymInt> result(const sv::Outcome& out) {
   return {c10::SymInt(out.n_accepted), c10::SymInt(out.token)};
 }
 
+// Note [Block verification]'s method by name.
+sv::Method checked_method(const char* op, c10::string_view method) {
+  if (method == "token") return sv::Method::kToken;
+  if (method == "block") return sv::Method::kBlock;
+  TORCH_CHECK_VALUE(false, "spec_verify.", op, ": method must be \"token\" or \"block\", got \"",
+                    method, "\"");
+  return sv::Method::kToken;
+}
+
+// The rows of a draft given as a tensor, or none (one-hot drafts, Note [One-hot drafts]).
+sv::Rows draft_rows(const at::Tensor& draft) {
+  return draft.defined() ? rows_of(draft) : sv::Rows{nullptr, 0};
+}
+
 struct AcceptArgs {
-  at::Tensor target, draft;
+  at::Tensor target, draft;  // draft undefined: one-hot drafts
   std::vector<int64_t> tokens;
   int64_t k, vocab;
+  sv::Method method;
 };
 
 AcceptArgs checked_accept_args(const char* op, const at::Tensor& target_probs,
-                               const at::Tensor& draft_probs, const at::Tensor& draft_tokens) {
+                               const std::optional<at::Tensor>& draft_probs,
+                               const at::Tensor& draft_tokens, c10::string_view method) {
   AcceptArgs a;
+  a.method = checked_method(op, method);
   a.k = checked_k(op, target_probs);
   a.vocab = target_probs.size(1);
   a.target = checked_rows(op, "target_probs", target_probs, a.k + 1, a.vocab, "[K+1, V]");
-  a.draft = checked_rows(op, "draft_probs", draft_probs, a.k, a.vocab, "[K, V]");
+  if (draft_probs.has_value() && draft_probs->defined())
+    a.draft = checked_rows(op, "draft_probs", *draft_probs, a.k, a.vocab, "[K, V]");
   a.tokens = checked_tokens(op, draft_tokens, a.k, a.vocab);
   return a;
 }
@@ -170,8 +188,8 @@ at::Tensor checked_uniforms(const char* op, const at::Tensor& uniforms, int64_t 
 }
 
 sv::Outcome run_accept(const AcceptArgs& a, const double* uniforms) {
-  return sv::accept_round(kernels(), rows_of(a.target), rows_of(a.draft), a.tokens.data(),
-                          uniforms, a.k, a.vocab);
+  return sv::accept_round(kernels(), rows_of(a.target), draft_rows(a.draft), a.tokens.data(),
+                          uniforms, a.k, a.vocab, a.method);
 }
 
 }  // namespace
@@ -218,22 +236,24 @@ sv::Outcome with_uniforms(const char* op, const std::optional<at::Generator>& ge
 }  // namespace
 
 std::tuple<c10::SymInt, c10::SymInt> accept(const at::Tensor& target_probs,
-                                            const at::Tensor& draft_probs,
+                                            const std::optional<at::Tensor>& draft_probs,
                                             const at::Tensor& draft_tokens,
-                                            const std::optional<at::Generator>& generator) {
+                                            const std::optional<at::Generator>& generator,
+                                            c10::string_view method) {
   const char* op = "accept";
-  const AcceptArgs a = checked_accept_args(op, target_probs, draft_probs, draft_tokens);
+  const AcceptArgs a = checked_accept_args(op, target_probs, draft_probs, draft_tokens, method);
   const sv::Outcome out = with_uniforms(op, generator, a.k + 1, [&](const double* u) { return run_accept(a, u); });
   raise_if_bad(op, out);
   return result(out);
 }
 
 std::tuple<c10::SymInt, c10::SymInt> accept_with_uniforms(const at::Tensor& target_probs,
-                                                          const at::Tensor& draft_probs,
+                                                          const std::optional<at::Tensor>& draft_probs,
                                                           const at::Tensor& draft_tokens,
-                                                          const at::Tensor& uniforms) {
+                                                          const at::Tensor& uniforms,
+                                                          c10::string_view method) {
   const char* op = "accept_with_uniforms";
-  const AcceptArgs a = checked_accept_args(op, target_probs, draft_probs, draft_tokens);
+  const AcceptArgs a = checked_accept_args(op, target_probs, draft_probs, draft_tokens, method);
   const at::Tensor u = checked_uniforms(op, uniforms, a.k + 1, "[K+1] = [" + std::to_string(a.k + 1) + "]");
   const double* ud = u.data_ptr<double>();
   const sv::Outcome out = run_accept(a, ud);
@@ -314,24 +334,24 @@ at::Tensor sampled(const char* op, const at::Tensor& logits, const sv::Outcome& 
 }
 
 struct LogitsArgs {
-  at::Tensor target, draft;
+  at::Tensor target, draft;  // draft undefined: one-hot drafts (or greedy)
   std::vector<int64_t> tokens;
   int64_t k, vocab;
   bool greedy;
+  sv::Method method;
 };
 
 LogitsArgs checked_logits_args(const char* op, const at::Tensor& target_logits,
                                const std::optional<at::Tensor>& draft_logits,
-                               const at::Tensor& draft_tokens, const sv::WarpParams& params) {
+                               const at::Tensor& draft_tokens, const sv::WarpParams& params,
+                               c10::string_view method) {
   LogitsArgs a;
+  a.method = checked_method(op, method);
   a.k = checked_k(op, target_logits, "target_logits");
   a.vocab = target_logits.size(1);
   a.greedy = params.temperature == 0.0f;
   a.target = checked_rows(op, "target_logits", target_logits, a.k + 1, a.vocab, "[K+1, V]");
-  if (!a.greedy) {
-    TORCH_CHECK_VALUE(draft_logits.has_value() && draft_logits->defined(), "spec_verify.", op,
-                      ": draft_logits=None (drafts without probabilities) is not supported yet; "
-                      "pass the draft's logits [K, V], or temperature=0 for greedy verification");
+  if (!a.greedy && draft_logits.has_value() && draft_logits->defined()) {
     a.draft = checked_rows(op, "draft_logits", *draft_logits, a.k, a.vocab, "[K, V]");
   }
   a.tokens = checked_tokens(op, draft_tokens, a.k, a.vocab, "target_logits");
@@ -340,8 +360,8 @@ LogitsArgs checked_logits_args(const char* op, const at::Tensor& target_logits,
 
 sv::Outcome run_accept_logits(const LogitsArgs& a, const double* uniforms, const sv::WarpParams& params) {
   if (a.greedy) return sv::verify_greedy_round(kernels(), rows_of(a.target), a.tokens.data(), a.k, a.vocab);
-  return sv::accept_logits_round(kernels(), rows_of(a.target), rows_of(a.draft), a.tokens.data(),
-                                 uniforms, a.k, a.vocab, params);
+  return sv::accept_logits_round(kernels(), rows_of(a.target), draft_rows(a.draft), a.tokens.data(),
+                                 uniforms, a.k, a.vocab, params, a.method);
 }
 
 }  // namespace
@@ -406,10 +426,11 @@ std::tuple<c10::SymInt, c10::SymInt> accept_logits(const at::Tensor& target_logi
                                                    const std::optional<at::Tensor>& draft_logits,
                                                    const at::Tensor& draft_tokens, double temperature,
                                                    int64_t top_k, double top_p, double min_p,
-                                                   const std::optional<at::Generator>& generator) {
+                                                   const std::optional<at::Generator>& generator,
+                                                   c10::string_view method) {
   const char* op = "accept_logits";
   const sv::WarpParams params = checked_params(op, temperature, top_k, top_p, min_p);
-  const LogitsArgs a = checked_logits_args(op, target_logits, draft_logits, draft_tokens, params);
+  const LogitsArgs a = checked_logits_args(op, target_logits, draft_logits, draft_tokens, params, method);
   const sv::Outcome out =
       a.greedy ? run_accept_logits(a, nullptr, params)
                : with_uniforms(op, generator, a.k + 1, [&](const double* u) { return run_accept_logits(a, u, params); });
@@ -420,10 +441,10 @@ std::tuple<c10::SymInt, c10::SymInt> accept_logits(const at::Tensor& target_logi
 std::tuple<c10::SymInt, c10::SymInt> accept_logits_with_uniforms(
     const at::Tensor& target_logits, const std::optional<at::Tensor>& draft_logits,
     const at::Tensor& draft_tokens, const at::Tensor& uniforms, double temperature, int64_t top_k,
-    double top_p, double min_p) {
+    double top_p, double min_p, c10::string_view method) {
   const char* op = "accept_logits_with_uniforms";
   const sv::WarpParams params = checked_params(op, temperature, top_k, top_p, min_p);
-  const LogitsArgs a = checked_logits_args(op, target_logits, draft_logits, draft_tokens, params);
+  const LogitsArgs a = checked_logits_args(op, target_logits, draft_logits, draft_tokens, params, method);
   const at::Tensor u = checked_uniforms(op, uniforms, a.k + 1, "[K+1] = [" + std::to_string(a.k + 1) + "]");
   const sv::Outcome out = run_accept_logits(a, u.data_ptr<double>(), params);
   raise_if_bad(op, out, kLogits);
@@ -463,11 +484,11 @@ void force_isa(const std::string& name) {
 TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def("verify_greedy(Tensor target_probs, Tensor draft_tokens) -> (SymInt, SymInt)");
   ops.impl("verify_greedy", c10::kCPU, &verify_greedy);
-  ops.def("accept(Tensor target_probs, Tensor draft_probs, Tensor draft_tokens, "
-          "Generator? generator=None) -> (SymInt, SymInt)");
+  ops.def("accept(Tensor target_probs, Tensor? draft_probs, Tensor draft_tokens, "
+          "Generator? generator=None, str method=\"token\") -> (SymInt, SymInt)");
   ops.impl("accept", c10::kCPU, &accept);
-  ops.def("accept_with_uniforms(Tensor target_probs, Tensor draft_probs, Tensor draft_tokens, "
-          "Tensor uniforms) -> (SymInt, SymInt)");
+  ops.def("accept_with_uniforms(Tensor target_probs, Tensor? draft_probs, Tensor draft_tokens, "
+          "Tensor uniforms, str method=\"token\") -> (SymInt, SymInt)");
   ops.impl("accept_with_uniforms", c10::kCPU, &accept_with_uniforms);
   ops.def("warp(Tensor logits, float temperature=1.0, int top_k=0, float top_p=1.0, "
           "float min_p=0.0) -> Tensor");
@@ -480,11 +501,11 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.impl("sample_with_uniforms", c10::kCPU, &sample_with_uniforms);
   ops.def("accept_logits(Tensor target_logits, Tensor? draft_logits, Tensor draft_tokens, "
           "float temperature=1.0, int top_k=0, float top_p=1.0, float min_p=0.0, "
-          "Generator? generator=None) -> (SymInt, SymInt)");
+          "Generator? generator=None, str method=\"token\") -> (SymInt, SymInt)");
   ops.impl("accept_logits", c10::kCPU, &accept_logits);
   ops.def("accept_logits_with_uniforms(Tensor target_logits, Tensor? draft_logits, "
           "Tensor draft_tokens, Tensor uniforms, float temperature=1.0, int top_k=0, "
-          "float top_p=1.0, float min_p=0.0) -> (SymInt, SymInt)");
+          "float top_p=1.0, float min_p=0.0, str method=\"token\") -> (SymInt, SymInt)");
   ops.impl("accept_logits_with_uniforms", c10::kCPU, &accept_logits_with_uniforms);
   // Internal ops, for tests and benchmarks: private (leading underscore) names.
   ops.def("_row_masses(Tensor rows) -> Tensor");

@@ -8,19 +8,22 @@
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/SymInt.h>
+#include <c10/util/string_view.h>
 
 std::tuple<c10::SymInt, c10::SymInt> verify_greedy(const at::Tensor& target_probs,
                                                    const at::Tensor& draft_tokens);
 
 std::tuple<c10::SymInt, c10::SymInt> accept(const at::Tensor& target_probs,
-                                            const at::Tensor& draft_probs,
+                                            const std::optional<at::Tensor>& draft_probs,
                                             const at::Tensor& draft_tokens,
-                                            const std::optional<at::Generator>& generator);
+                                            const std::optional<at::Generator>& generator,
+                                            c10::string_view method);
 
 std::tuple<c10::SymInt, c10::SymInt> accept_with_uniforms(const at::Tensor& target_probs,
-                                                          const at::Tensor& draft_probs,
+                                                          const std::optional<at::Tensor>& draft_probs,
                                                           const at::Tensor& draft_tokens,
-                                                          const at::Tensor& uniforms);
+                                                          const at::Tensor& uniforms,
+                                                          c10::string_view method);
 
 at::Tensor warp(const at::Tensor& logits, double temperature, int64_t top_k, double top_p,
                 double min_p);
@@ -35,12 +38,13 @@ std::tuple<c10::SymInt, c10::SymInt> accept_logits(const at::Tensor& target_logi
                                                    const std::optional<at::Tensor>& draft_logits,
                                                    const at::Tensor& draft_tokens, double temperature,
                                                    int64_t top_k, double top_p, double min_p,
-                                                   const std::optional<at::Generator>& generator);
+                                                   const std::optional<at::Generator>& generator,
+                                                   c10::string_view method);
 
 std::tuple<c10::SymInt, c10::SymInt> accept_logits_with_uniforms(
     const at::Tensor& target_logits, const std::optional<at::Tensor>& draft_logits,
     const at::Tensor& draft_tokens, const at::Tensor& uniforms, double temperature, int64_t top_k,
-    double top_p, double min_p);
+    double top_p, double min_p, c10::string_view method);
 
 at::Tensor row_masses(const at::Tensor& rows);
 

@@ -277,12 +277,31 @@ void round_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int c
 
     const sv::Outcome ref_g = sv::verify_greedy_round(sv::scalar_kernels(), target.view(), tokens.data(), k, n);
     const sv::Outcome ref_a = sv::accept_round(sv::scalar_kernels(), target.view(), draft.view(), tokens.data(), u.data(), k, n);
+    const sv::Rows one_hot{nullptr, 0};
+    const sv::Outcome ref_o = sv::accept_round(sv::scalar_kernels(), target.view(), one_hot, tokens.data(), u.data(), k, n);
     // Positions before d hold a draft row equal to its target row and the argmax as token,
     // so both rules must accept them: the reference itself reaches position d.
     check(ref_g.n_accepted >= d && ref_a.n_accepted >= d,
           "scalar round " + std::to_string(r) + " accepts the first d = " + std::to_string(d) + " positions");
-    // Rows after both decisions become unreadable: a read there ends the program.
-    const int64_t last = std::max(ref_g.n_accepted, ref_a.n_accepted);
+    // A one-hot draft's rejection never emits the rejected token (p without t).
+    check(ref_o.error == sv::InputError::kNone && target.row(ref_o.n_accepted)[ref_o.token] > 0.0f &&
+              (ref_o.n_accepted == k || ref_o.token != tokens[ref_o.n_accepted]),
+          "scalar one-hot round " + std::to_string(r) + " draws its correction without the draft token");
+    // Block verification reads every row: every path, before rows are locked.
+    for (const sv::Rows& d_rows : {draft.view(), one_hot}) {
+      const sv::Outcome ref_b = sv::accept_round(sv::scalar_kernels(), target.view(), d_rows, tokens.data(), u.data(),
+                                                 k, n, sv::Method::kBlock);
+      check(ref_b.error == sv::InputError::kNone && ref_b.token >= 0 && ref_b.token < n &&
+                target.row(ref_b.n_accepted)[ref_b.token] > 0.0f,
+            "scalar block round " + std::to_string(r) + " emits a token the target row holds");
+      for (const sv::KernelTable* kt : kts) {
+        const sv::Outcome b = sv::accept_round(*kt, target.view(), d_rows, tokens.data(), u.data(), k, n, sv::Method::kBlock);
+        check(b.error == sv::InputError::kNone && b.n_accepted == ref_b.n_accepted && b.token == ref_b.token,
+              std::string(kt->name) + " block round " + std::to_string(r) + (d_rows.data ? "" : " one-hot"));
+      }
+    }
+    // Rows after every token-wise decision become unreadable: a read there ends the program.
+    const int64_t last = std::max({ref_g.n_accepted, ref_a.n_accepted, ref_o.n_accepted});
     target.lock_from(last + 1);
     draft.lock_from(last + 1);
     for (const sv::KernelTable* kt : kts) {
@@ -296,6 +315,9 @@ void round_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int c
             std::string(buf) + " accept");
       check(a.token >= 0 && a.token < n && target.row(a.n_accepted)[a.token] > 0.0f,
             std::string(buf) + " accept token has positive target probability");
+      const sv::Outcome o = sv::accept_round(*kt, target.view(), one_hot, tokens.data(), u.data(), k, n);
+      check(o.error == sv::InputError::kNone && o.n_accepted == ref_o.n_accepted && o.token == ref_o.token,
+            std::string(buf) + " accept one-hot");
     }
   }
 }
@@ -538,7 +560,22 @@ void logits_round_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts
     const sv::Outcome ref_s = sv::sample_round(sv::scalar_kernels(), target.row(0), n, params, u[0]);
     check(ref.error == sv::InputError::kNone && ref.n_accepted >= d,
           "scalar logits round " + std::to_string(r) + " accepts the first d = " + std::to_string(d) + " positions");
-    target.lock_from(std::max(ref.n_accepted, int64_t{0}) + 1);
+    const sv::Rows one_hot{nullptr, 0};
+    const sv::Outcome ref_o = sv::accept_logits_round(sv::scalar_kernels(), target.view(), one_hot, tokens.data(),
+                                                      u.data(), k, n, params);
+    for (const sv::Rows& d_rows : {draft.view(), one_hot}) {
+      const sv::Outcome ref_b = sv::accept_logits_round(sv::scalar_kernels(), target.view(), d_rows, tokens.data(),
+                                                        u.data(), k, n, params, sv::Method::kBlock);
+      check(ref_b.error == sv::InputError::kNone && ref_b.token >= 0 && ref_b.token < n,
+            "scalar block logits round " + std::to_string(r));
+      for (const sv::KernelTable* kt : kts) {
+        const sv::Outcome b = sv::accept_logits_round(*kt, target.view(), d_rows, tokens.data(), u.data(), k, n,
+                                                      params, sv::Method::kBlock);
+        check(b.error == sv::InputError::kNone && b.n_accepted == ref_b.n_accepted && b.token == ref_b.token,
+              std::string(kt->name) + " block logits round " + std::to_string(r) + (d_rows.data ? "" : " one-hot"));
+      }
+    }
+    target.lock_from(std::max(ref.n_accepted, ref_o.n_accepted) + 1);
     draft.lock_from(ref.n_accepted + 1);
     for (const sv::KernelTable* kt : kts) {
       char buf[200];
@@ -547,6 +584,9 @@ void logits_round_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts
       const sv::Outcome a = sv::accept_logits_round(*kt, target.view(), draft.view(), tokens.data(), u.data(), k, n, params);
       check(a.error == sv::InputError::kNone && a.n_accepted == ref.n_accepted && a.token == ref.token,
             std::string(buf) + " accept_logits");
+      const sv::Outcome o = sv::accept_logits_round(*kt, target.view(), one_hot, tokens.data(), u.data(), k, n, params);
+      check(o.error == sv::InputError::kNone && o.n_accepted == ref_o.n_accepted && o.token == ref_o.token,
+            std::string(buf) + " accept_logits one-hot");
       const sv::Outcome s = sv::sample_round(*kt, target.row(0), n, params, u[0]);
       check(s.error == sv::InputError::kNone && s.token == ref_s.token && s.token >= 0 && s.token < n,
             std::string(buf) + " sample");

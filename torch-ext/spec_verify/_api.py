@@ -191,6 +191,14 @@ def _warp_params(op: str, temperature, top_k, top_p, min_p) -> Tuple[float, int,
     return temperature, top_k, top_p, min_p
 
 
+_METHODS = ("token", "block")
+
+
+def _check_method(op: str, method) -> None:
+    if type(method) is not str or method not in _METHODS:
+        raise ValueError(f'spec_verify.{op}: method must be "token" or "block", got {method!r}')
+
+
 def _check_generator(op: str, generator) -> None:
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"spec_verify.{op}: generator must be a torch.Generator or None, "
@@ -235,9 +243,11 @@ def verify_greedy(target_probs: torch.Tensor, draft_tokens: Tokens) -> Tuple[int
 
 def accept(
     target_probs: torch.Tensor,
-    draft_probs: torch.Tensor,
+    draft_probs: Optional[torch.Tensor],
     draft_tokens: Tokens,
     generator: Optional[torch.Generator] = None,
+    *,
+    method: str = "token",
 ) -> Tuple[int, int]:
     """Speculative (rejection) sampling of one round (Leviathan et al. 2023, Chen et al. 2023).
 
@@ -247,16 +257,27 @@ def accept(
     token is accepted, from `p_K`. The accepted tokens followed by the emitted one have the
     target's distribution.
 
+    With `draft_probs` None the drafts are one-hot (n-gram and prompt-lookup drafts, greedy
+    draft models: any drafter that proposes tokens without a distribution): token i is
+    accepted iff `u_i * P_i < p_i(t_i)`, and on rejection the emitted token is drawn from
+    `p_i` without `t_i`. Only target rows are read, once each.
+
+    With `method="block"`, block verification (Sun et al., ICLR 2025): the same inputs, the
+    same uniforms and the same output law, never fewer accepted tokens on average than
+    token by token, but every row is read (no early exit). See the README.
+
     Args:
         target_probs (`torch.Tensor`): float32 `[K+1, V]` on the CPU, the target's
             probabilities (unnormalised is fine) at the K+1 positions.
-        draft_probs (`torch.Tensor`): float32 `[K, V]` on the CPU, the draft's probabilities
-            the draft tokens were drawn from.
+        draft_probs (`torch.Tensor`, *optional*): float32 `[K, V]` on the CPU, the draft's
+            probabilities the draft tokens were drawn from; None for one-hot drafts.
         draft_tokens (`torch.Tensor` or `list` of `int`): the K draft token ids, as for
             `verify_greedy`.
         generator (`torch.Generator`, *optional*): a CPU generator; exactly K+1 float64
             uniforms are drawn from it (as `torch.rand` would), whatever the outcome. The
             default generator when None.
+        method (`str`, *optional*, defaults to `"token"`): `"token"` (token by token) or
+            `"block"` (block verification).
 
     Returns:
         `Tuple[int, int]`: `(n_accepted, next_token)`; SymInts under `torch.compile`.
@@ -270,31 +291,38 @@ def accept(
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"spec_verify.accept: generator must be a torch.Generator or None, "
                         f"got {type(generator).__name__}")
+    if method != "token":
+        _check_method("accept", method)
     if not (type(draft_tokens) is _Tensor and draft_tokens.is_cpu and draft_tokens.dtype is not _uint64):
         draft_tokens = _token_tensor(draft_tokens, "spec_verify.accept: draft_tokens", _vocab(target_probs))
-    if not (type(target_probs) is _Tensor and type(draft_probs) is _Tensor and target_probs.is_cpu
-            and draft_probs.is_cpu):
-        _check_on_cpu("accept", target_probs=target_probs, draft_probs=draft_probs)
-    return _accept(target_probs, draft_probs, draft_tokens, generator)
+    if not (type(target_probs) is _Tensor and target_probs.is_cpu
+            and (draft_probs is None or (type(draft_probs) is _Tensor and draft_probs.is_cpu))):
+        _check_on_cpu("accept", target_probs=target_probs,
+                      **({} if draft_probs is None else {"draft_probs": draft_probs}))
+    return _accept(target_probs, draft_probs, draft_tokens, generator, method)
 
 
 def accept_with_uniforms(
     target_probs: torch.Tensor,
-    draft_probs: torch.Tensor,
+    draft_probs: Optional[torch.Tensor],
     draft_tokens: Tokens,
     uniforms: torch.Tensor,
+    *,
+    method: str = "token",
 ) -> Tuple[int, int]:
     """`accept` with its K+1 uniforms given: a pure function.
 
-    `uniforms[i]` decides position i (accept iff `u_i * q_i(t_i) * P_i < p_i(t_i) * Q_i`);
-    `uniforms[K]` samples the emitted token.
+    Token by token, `uniforms[i]` decides position i (accept iff
+    `u_i * q_i(t_i) * P_i < p_i(t_i) * Q_i`); `uniforms[K]` samples the emitted token.
 
     Args:
         target_probs (`torch.Tensor`): float32 `[K+1, V]` on the CPU, as for `accept`.
-        draft_probs (`torch.Tensor`): float32 `[K, V]` on the CPU, as for `accept`.
+        draft_probs (`torch.Tensor`, *optional*): float32 `[K, V]` on the CPU, or None for
+            one-hot drafts, as for `accept`.
         draft_tokens (`torch.Tensor` or `list` of `int`): the K draft token ids, as for
             `verify_greedy`.
         uniforms (`torch.Tensor`): float64 `[K+1]` on the CPU, each in `[0, 1)`.
+        method (`str`, *optional*, defaults to `"token"`): as for `accept`.
 
     Returns:
         `Tuple[int, int]`: `(n_accepted, next_token)`; SymInts under `torch.compile`.
@@ -306,9 +334,10 @@ def accept_with_uniforms(
     if not (type(draft_tokens) is _Tensor and draft_tokens.is_cpu and draft_tokens.dtype is not _uint64):
         draft_tokens = _token_tensor(draft_tokens, "spec_verify.accept_with_uniforms: draft_tokens",
                                      _vocab(target_probs))
-    _check_on_cpu("accept_with_uniforms", target_probs=target_probs, draft_probs=draft_probs,
-                  uniforms=uniforms)
-    return _accept_with_uniforms(target_probs, draft_probs, draft_tokens, uniforms)
+    _check_method("accept_with_uniforms", method)
+    _check_on_cpu("accept_with_uniforms", target_probs=target_probs, uniforms=uniforms,
+                  **({} if draft_probs is None else {"draft_probs": draft_probs}))
+    return _accept_with_uniforms(target_probs, draft_probs, draft_tokens, uniforms, method)
 
 
 # Logits in: the warp (DESIGN.md, "Warping") ------------------------------------------------
@@ -431,18 +460,16 @@ def sample_with_uniforms(
     return _sample_with_uniforms(logits, uniforms, temperature, top_k, top_p, min_p)
 
 
-def _logits_args(op: str, target_logits, draft_logits, draft_tokens, temperature, top_k, top_p, min_p):
+def _logits_args(op: str, target_logits, draft_logits, draft_tokens, temperature, top_k, top_p, min_p,
+                 method):
     params = _warp_params(f"spec_verify.{op}", temperature, top_k, top_p, min_p)
+    if method != "token":
+        _check_method(op, method)
     if not (type(draft_tokens) is _Tensor and draft_tokens.is_cpu and draft_tokens.dtype is not _uint64):
         draft_tokens = _token_tensor(draft_tokens, f"spec_verify.{op}: draft_tokens", _vocab(target_logits))
     if not (type(target_logits) is _Tensor and target_logits.is_cpu):
         _check_on_cpu(op, target_logits=target_logits)
-    if draft_logits is None:
-        if params[0] != 0.0:
-            raise ValueError(f"spec_verify.{op}: draft_logits=None (one-hot drafts, without draft "
-                             f"logits) is not supported yet; pass the draft's logits [K, V], or "
-                             f"temperature=0 for greedy verification")
-    elif not (type(draft_logits) is _Tensor and draft_logits.is_cpu):
+    if draft_logits is not None and not (type(draft_logits) is _Tensor and draft_logits.is_cpu):
         _check_on_cpu(op, draft_logits=draft_logits)
     return draft_tokens, params
 
@@ -457,6 +484,7 @@ def accept_logits(
     top_p: float = 1.0,
     min_p: float = 0.0,
     generator: Optional[torch.Generator] = None,
+    method: str = "token",
 ) -> Tuple[int, int]:
     """Speculative sampling of one round from logits: `accept` on the warped rows.
 
@@ -465,35 +493,39 @@ def accept_logits(
     (`sample` with the same parameters does that); the accepted tokens followed by the
     emitted one then have the law of the target's warped rows. Exactly K+1 float64
     uniforms are drawn, whatever the outcome. With `temperature` 0 this is `verify_greedy`
-    on `target_logits` (`draft_logits` unused, may be None) and nothing is drawn. Rows after
-    the deciding position are never read.
+    on `target_logits` (`draft_logits` unused, may be None) and nothing is drawn. Token by
+    token, rows after the deciding position are never read. `draft_logits` None means
+    one-hot drafts (drafts proposed without a distribution), as `accept` with
+    `draft_probs` None: only the target's rows are read.
 
     Args:
         target_logits (`torch.Tensor`): float32 `[K+1, V]` on the CPU, the target's logits
             at the K+1 positions.
         draft_logits (`torch.Tensor`, *optional*): float32 `[K, V]` on the CPU, the draft's
-            logits the draft tokens were sampled from (warped with the same parameters).
-            None only with `temperature` 0 (drafts without logits are not supported yet).
+            logits the draft tokens were sampled from (warped with the same parameters);
+            None for one-hot drafts.
         draft_tokens (`torch.Tensor` or `list` of `int`): the K draft token ids, as for
             `verify_greedy`.{args}
         generator (`torch.Generator`, *optional*): a CPU generator; the default generator
             when None.
+        method (`str`, *optional*, defaults to `"token"`): `"token"` or `"block"` (block
+            verification), as for `accept`.
 
     Returns:
         `Tuple[int, int]`: `(n_accepted, next_token)`; SymInts under `torch.compile`.
 
     Raises:
         TypeError: an argument or parameter of the wrong type or dtype.
-        ValueError: a parameter out of range; `draft_logits` None with `temperature` > 0; a
+        ValueError: a parameter out of range; a method other than "token" and "block"; a
             wrong shape; a tensor not on the CPU; a token outside `[0, V)`; in a row that is
             read, NaN, +inf, no finite value, or a logit the temperature makes overflow. A
             call that raises leaves the generator as it was.
     """
     draft_tokens, (temperature, top_k, top_p, min_p) = _logits_args(
-        "accept_logits", target_logits, draft_logits, draft_tokens, temperature, top_k, top_p, min_p)
+        "accept_logits", target_logits, draft_logits, draft_tokens, temperature, top_k, top_p, min_p, method)
     _check_generator("accept_logits", generator)
     return _accept_logits(target_logits, draft_logits, draft_tokens, temperature, top_k, top_p, min_p,
-                          generator)
+                          generator, method)
 
 
 def accept_logits_with_uniforms(
@@ -506,6 +538,7 @@ def accept_logits_with_uniforms(
     top_k: int = 0,
     top_p: float = 1.0,
     min_p: float = 0.0,
+    method: str = "token",
 ) -> Tuple[int, int]:
     """`accept_logits` with its K+1 uniforms given: a pure function.
 
@@ -517,6 +550,7 @@ def accept_logits_with_uniforms(
         uniforms (`torch.Tensor`): float64 `[K+1]` on the CPU, each in `[0, 1)`:
             `uniforms[i]` decides position i, `uniforms[K]` draws the emitted token
             (unused when `temperature` is 0, but still checked).{args}
+        method (`str`, *optional*, defaults to `"token"`): as for `accept_logits`.
 
     Returns:
         `Tuple[int, int]`: `(n_accepted, next_token)`; SymInts under `torch.compile`.
@@ -527,11 +561,11 @@ def accept_logits_with_uniforms(
     """
     draft_tokens, (temperature, top_k, top_p, min_p) = _logits_args(
         "accept_logits_with_uniforms", target_logits, draft_logits, draft_tokens, temperature, top_k,
-        top_p, min_p)
+        top_p, min_p, method)
     if not (type(uniforms) is _Tensor and uniforms.is_cpu):
         _check_on_cpu("accept_logits_with_uniforms", uniforms=uniforms)
     return _accept_logits_with_uniforms(target_logits, draft_logits, draft_tokens, uniforms, temperature,
-                                        top_k, top_p, min_p)
+                                        top_k, top_p, min_p, method)
 
 
 for _f in (warp, sample, sample_with_uniforms, accept_logits, accept_logits_with_uniforms):
@@ -576,13 +610,13 @@ def _verify_greedy_fake(target_probs, draft_tokens):
 
 
 @torch.library.register_fake(add_op_namespace_prefix("accept"))
-def _accept_fake(target_probs, draft_probs, draft_tokens, generator=None):
+def _accept_fake(target_probs, draft_probs, draft_tokens, generator=None, method="token"):
     ctx = torch.library.get_ctx()
     return ctx.new_dynamic_size(), ctx.new_dynamic_size()
 
 
 @torch.library.register_fake(add_op_namespace_prefix("accept_with_uniforms"))
-def _accept_with_uniforms_fake(target_probs, draft_probs, draft_tokens, uniforms):
+def _accept_with_uniforms_fake(target_probs, draft_probs, draft_tokens, uniforms, method="token"):
     ctx = torch.library.get_ctx()
     return ctx.new_dynamic_size(), ctx.new_dynamic_size()
 
@@ -609,13 +643,13 @@ def _sample_with_uniforms_fake(logits, uniforms, temperature=1.0, top_k=0, top_p
 
 @torch.library.register_fake(add_op_namespace_prefix("accept_logits"))
 def _accept_logits_fake(target_logits, draft_logits, draft_tokens, temperature=1.0, top_k=0, top_p=1.0,
-                        min_p=0.0, generator=None):
+                        min_p=0.0, generator=None, method="token"):
     ctx = torch.library.get_ctx()
     return ctx.new_dynamic_size(), ctx.new_dynamic_size()
 
 
 @torch.library.register_fake(add_op_namespace_prefix("accept_logits_with_uniforms"))
 def _accept_logits_with_uniforms_fake(target_logits, draft_logits, draft_tokens, uniforms, temperature=1.0,
-                                      top_k=0, top_p=1.0, min_p=0.0):
+                                      top_k=0, top_p=1.0, min_p=0.0, method="token"):
     ctx = torch.library.get_ctx()
     return ctx.new_dynamic_size(), ctx.new_dynamic_size()
