@@ -21,7 +21,7 @@ import torch
 from law import g_test
 from toy_models import ToyLM, sequence_law
 
-pytestmark = pytest.mark.slow  # 12000 generations per case: about 14 s in all
+pytestmark = pytest.mark.slow  # 12000 generations per case: about 3 s each
 
 GENERATIONS = 12_000
 MAX_NEW = 4
@@ -73,6 +73,44 @@ def wrong_correction_from_target(target_probs, draft_probs, tokens, generator):
     return tokens.numel(), int(torch.multinomial(p[-1], 1, generator=generator))
 
 
+def python_block_verifier(h_is_rho: bool):
+    """Block verification in float64 Python (DESIGN.md, "Block verification"); with
+    h_is_rho, the wrong h_n = rho_n (the residual mass Z_n ignored) for n < K."""
+    def verify(target_probs, draft_probs, tokens, generator):
+        p = target_probs.double() / target_probs.double().sum(-1, keepdim=True)
+        q = draft_probs.double() / draft_probs.double().sum(-1, keepdim=True)
+        k = tokens.numel()
+        u = torch.rand(k + 1, dtype=torch.float64, generator=generator)
+        t = tokens.tolist()
+        rho = [1.0]
+        for n in range(1, k + 1):
+            rho.append(min(1.0, rho[-1] * float(p[n - 1, t[n - 1]]) / float(q[n - 1, t[n - 1]])))
+        tau = 0
+        for n in range(1, k + 1):
+            if n < k:
+                z = float((rho[n] * p[n] - q[n]).clamp(min=0).sum())
+                h = rho[n] if h_is_rho else (z / (z + 1 - rho[n]) if z + 1 - rho[n] > 0 else 1.0)
+            else:
+                h = rho[k]
+            if u[n - 1] < h:
+                tau = n
+        row = p[k] if tau == k else (rho[tau] * p[tau] - q[tau]).clamp(min=0)
+        if float(row.sum()) <= 0:  # a wrong h can stop where the residual is empty
+            row = p[tau]
+        return tau, int(torch.multinomial(row, 1, generator=generator))
+    return verify
+
+
+def block(sv, one_hot: bool):
+    """The kernel's block verification through the decoder's verifier hook (one_hot: the
+    draft's probabilities withheld, so its sampled tokens are verified as one-hot drafts)."""
+    return lambda t, q, tokens, g: sv.accept(t, None if one_hot else q, tokens, g, method="block")
+
+
+def one_hot_token(sv):
+    return lambda t, q, tokens, g: sv.accept(t, None, tokens, g)
+
+
 CASES = [  # (vocab, k, seed, stop tokens)
     (3, 1, 11, None),
     (3, 3, 12, None),
@@ -95,3 +133,33 @@ def test_a_wrong_verifier_fails_the_same_test(sv, wrong):
     counts, law, _ = sample_counts(sv, vocab, k, seed, stop, verifier=wrong)
     g, df, p = g_test(counts, law)
     assert p < P_MIN, f"a wrong verifier passed: G = {g:.1f}, df = {df}, p = {p:.3g}"
+
+
+# Block verification and one-hot drafts: the same law, whole sequences. (The draft still
+# samples its tokens from its rows; with them withheld, the tokens are verified as one-hot
+# drafts, which is exact for proposals from any source.)
+MODES = [("block", 1, False), ("block", 3, False), ("block", 6, False), ("block", 3, True), ("token", 3, True)]
+
+
+@pytest.mark.parametrize("method,k,one_hot", MODES,
+                         ids=[f"{m}-k{k}" + ("-one-hot" if o else "") for m, k, o in MODES])
+def test_block_and_one_hot_sequences_follow_the_target_law(sv, method, k, one_hot):
+    vocab, _, seed, stop = CASES[1]
+    verifier = block(sv, one_hot) if method == "block" else one_hot_token(sv)
+    counts, law, rate = sample_counts(sv, vocab, k, seed, stop, verifier=verifier)
+    g, df, p = g_test(counts, law)
+    assert 0.1 < rate < 0.95, f"acceptance rate {rate:.2f}: the case no longer exercises both outcomes"
+    assert p > P_MIN, f"G = {g:.1f}, df = {df}, p = {p:.3g}"
+
+
+@pytest.mark.parametrize("h_is_rho", [False, True], ids=["reference", "wrong-h"])
+def test_python_block_verifier_passes_only_with_the_right_h(sv, h_is_rho):
+    """Calibration and power: the float64 Python block verifier passes the sequence-law test,
+    and the same verifier with h_n = rho_n (instead of Z_n / (Z_n + 1 - rho_n)) fails it."""
+    vocab, k, seed, stop = CASES[1]
+    counts, law, _ = sample_counts(sv, vocab, k, seed, stop, verifier=python_block_verifier(h_is_rho))
+    g, df, p = g_test(counts, law)
+    if h_is_rho:
+        assert p < P_MIN, f"a block verifier with h = rho passed: G = {g:.1f}, df = {df}, p = {p:.3g}"
+    else:
+        assert p > P_MIN, f"the reference block verifier failed: G = {g:.1f}, df = {df}, p = {p:.3g}"
