@@ -1,8 +1,9 @@
 """The aarch64 variant gives the same results as the x86-64 one for the same inputs.
 
 On x86-64 (the pytest stage of `make test`, and again at the start of the aarch64 stage)
-the round test runs a few hundred `accept` and `verify_greedy` rounds (and warps, samples
-and `accept_logits` rounds from logits) at V = 32000 and V = 128256 on every path, checks that the paths agree, and records (seed -> digest of the
+the round test runs a few hundred `accept` and `verify_greedy` rounds (and warps, samples,
+`accept_logits` rounds from logits, one-hot drafts and block verification on both) at
+V = 32000 and V = 128256 on every path, checks that the paths agree, and records (seed -> digest of the
 inputs, outcomes) in build/cross-arch/. On aarch64 (the emulated run of
 scripts/aarch64_tests.sh) it rebuilds the inputs from the same seeds, checks that they are
 bit-identical to the recorded ones, and requires every path (neon and scalar) to reproduce
@@ -72,6 +73,7 @@ def make_inputs(vocab: int, rounds: int) -> dict:
 
 
 LOGITS_ROUNDS = 30  # accept_logits rounds per vocabulary (each warps up to 2K+1 rows)
+MODE_ROUNDS = 100  # rounds per mode of one-hot drafts and block verification
 WARPS = [dict(temperature=0.8), dict(temperature=0.8, top_p=0.9),
          dict(temperature=1.3, top_k=50, top_p=0.95, min_p=0.02)]
 
@@ -97,8 +99,16 @@ def outcomes(sv, inputs: dict, seed: int) -> dict:
     sampled = [sv.sample(target, generator=g, **w).tolist() for w in WARPS]
     accept_logits = [list(sv.accept_logits(target, draft, t, generator=g, **WARPS[r % len(WARPS)]))
                      for r, t in enumerate(inputs["accept_tokens"][:LOGITS_ROUNDS])]
+    # One-hot drafts and block verification, on probabilities and on logits.
+    modes = [(None, "token"), (q, "block"), (None, "block")]
+    tokens = inputs["accept_tokens"][:MODE_ROUNDS]
+    one_hot_block = [[list(sv.accept(p, d, t, g, method=m)) for t in tokens] for d, m in modes]
+    logit_modes = [(None, "token"), (draft, "block"), (None, "block")]
+    one_hot_block_logits = [[list(sv.accept_logits(target, d, t, generator=g, method=m, **WARPS[r % len(WARPS)]))
+                             for r, t in enumerate(tokens[:LOGITS_ROUNDS])] for d, m in logit_modes]
     return {"accept": accept, "generator_after": after, "verify_greedy": greedy, "warp": warped,
-            "sample": sampled, "accept_logits": accept_logits,
+            "sample": sampled, "accept_logits": accept_logits, "one_hot_block": one_hot_block,
+            "one_hot_block_logits": one_hot_block_logits,
             "generator_after_logits": torch.rand(1, dtype=torch.float64, generator=g).item().hex()}
 
 

@@ -17,6 +17,10 @@ def test_opcheck_every_op(sv):
     torch.library.opcheck(sv.ops.verify_greedy, (p, t))
     torch.library.opcheck(sv.ops.accept_with_uniforms, (p, q, t, u))
     torch.library.opcheck(sv.ops.accept, (p, q, t, None))
+    for method in ("token", "block"):  # one-hot drafts (None) and block verification
+        torch.library.opcheck(sv.ops.accept_with_uniforms, (p, None, t, u, method))
+        torch.library.opcheck(sv.ops.accept_with_uniforms, (p, q, t, u, method))
+        torch.library.opcheck(sv.ops.accept, (p, None, t, None, method))
     torch.library.opcheck(sv.ops._row_masses, (p,))
 
 
@@ -36,6 +40,9 @@ def test_opcheck_logits_ops(sv):
         torch.library.opcheck(sv.ops.sample_with_uniforms, (target[0], u[0]) + params)
         torch.library.opcheck(sv.ops.accept_logits, (target, draft, t) + params + (None,))
         torch.library.opcheck(sv.ops.accept_logits_with_uniforms, (target, draft, t, u) + params)
+        for d in (draft, None):
+            torch.library.opcheck(sv.ops.accept_logits_with_uniforms, (target, d, t, u) + params + ("block",))
+        torch.library.opcheck(sv.ops.accept_logits, (target, None, t) + params + (None,))
     torch.library.opcheck(sv.ops.accept_logits, (target, None, t, 0.0, 0, 1.0, 0.0, None))
     torch.library.opcheck(sv.ops.accept_logits_with_uniforms, (target, None, t, u, 0.0, 0, 1.0, 0.0))
 
@@ -67,7 +74,9 @@ def test_compile_fullgraph(sv):
     def verify(p, q, t, u):
         n_greedy, tok_greedy = sv.verify_greedy(p, t)
         n, tok = sv.accept_with_uniforms(p, q, t, u)
-        return torch.tensor([n_greedy, tok_greedy, n, tok])
+        n_one_hot, tok_one_hot = sv.accept_with_uniforms(p, None, t, u)
+        n_block, tok_block = sv.accept_with_uniforms(p, q, t, u, method="block")
+        return torch.tensor([n_greedy, tok_greedy, n, tok, n_one_hot, tok_one_hot, n_block, tok_block])
 
     compiled = torch.compile(verify, fullgraph=True, backend="eager")
     assert torch.equal(compiled(p, q, t, u), verify(p, q, t, u))
