@@ -56,6 +56,9 @@ TARGET_ROUND_TOP_P_VS_HF = 100.0    # transformers' pipeline / ours, at least (T
 TARGET_ROUND_TOP_P_FLOOR = 6.0      # ours / one read pass over the 2K+1 rows, at most
 TARGET_ROUND_TEMP_FLOOR = 4.0       # the same with temperature only
 TARGET_SAMPLE_TOP_P_VS_HF = 50.0    # transformers' warpers + softmax + multinomial / sample
+# Targets of the one-hot issue, reported (not enforced), best path.
+TARGET_ONE_HOT_FLOOR = 1.6          # one-hot accept / one read pass over the target rows it reads
+TARGET_ONE_HOT_VS_TORCH = 20.0      # one-hot rows + the PyTorch sampler / ours, at least
 
 
 @dataclass
@@ -406,6 +409,104 @@ def pipeline_cases(sv, v: int, k: int, seed: int):
     return cases
 
 
+def one_hot_cases(sv, v: int, k: int, seed: int):
+    """accept with draft_probs None (one-hot drafts) against the PyTorch way (one-hot draft
+    rows built with scatter, then torch_reference.accept) and one read pass over the target
+    rows the op must read: n+1 rows when rejected at n (the correction needs no second pass),
+    K+1 when every token is accepted."""
+    mem, target, _ = rows_buffer(k, v, seed)
+    tokens = target[:k].argmax(-1)
+    # All accepted: t_i holds nearly all of row i's mass (accepted unless u_i > 1 - 1e-9).
+    acc = mem.clone()
+    acc[torch.arange(k), tokens] = 1e9
+    # Rejected at 0: p_0(t_0) = 0.
+    rej = mem.clone()
+    rej[0, tokens[0]] = 0.0
+    cases = []
+    for label, buf, want, rows in (("all accepted", acc, k, k + 1), ("rejected at position 0", rej, 0, 1)):
+        t = buf[: k + 1]
+        gen_op, gen_ref = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
+        if sv.accept(t, None, tokens, gen_op)[0] != want:
+            raise RuntimeError(f"one-hot {label}: built for {want} accepted")
+
+        def ref(t=t, gen=gen_ref):
+            one_hot = torch.zeros(k, v).scatter_(1, tokens[:, None], 1.0)
+            return torch_reference.accept(t, one_hot, tokens, gen)
+
+        cols = {"ours": Column("ours", sv.accept, [(t, None, tokens, gen_op)],
+                               prepare=lambda g=gen_op: g.manual_seed(seed)),
+                "ref": Column("ref", ref, [()], prepare=lambda g=gen_ref: g.manual_seed(seed)),
+                "floor": Column("floor", torch.sum, [(buf[:rows],)])}
+        cases.append(Case("accept one-hot", v, k, label, rows, cols))
+    return cases
+
+
+def block_cases(sv, v: int, k: int, seed: int, rounds: int = 40):
+    """Block verification against token-wise accept on the same rounds (an imperfect draft,
+    tokens drawn from it, uniforms replayed from one seed), with the floor one read pass over
+    all 2K+1 rows (block reads every row; token-wise stops at its decision). Also the mean
+    accepted per round of both over 2000 rounds of the same inputs, and token-wise's
+    analytic value."""
+    mem, target, draft = rows_buffer(k, v, seed)
+    g = torch.Generator().manual_seed(seed + 7)
+    toks = [torch.multinomial(draft, 1, generator=g)[:, 0].contiguous() for _ in range(rounds)]
+    gens = {m: torch.Generator().manual_seed(seed) for m in ("token", "block")}
+    cols = {}
+    for m, gen in gens.items():
+        cols[m] = Column(m, lambda t, d, tk, gen, m=m: sv.accept(t, d, tk, gen, method=m),
+                         [(target, draft, tk, gen) for tk in toks],
+                         prepare=lambda gen=gen: gen.manual_seed(seed), fixed=True)
+    cols["floor"] = Column("floor", torch.sum, [(mem,)] * rounds, fixed=True)
+    means = {}
+    for m in ("token", "block"):
+        gm = torch.Generator().manual_seed(seed + 11)
+        n = [sv.accept(target, draft, torch.multinomial(draft, 1, generator=gm)[:, 0].contiguous(), gm,
+                       method=m)[0] for _ in range(2000)]
+        means[m] = statistics.fmean(n)
+    law = analytic_law(target, draft)
+    extra = {"mean_accepted_token": means["token"], "mean_accepted_block": means["block"],
+             "analytic_mean_accepted_token": float(sum(i * x for i, x in enumerate(law.tolist())))}
+    return Case("accept block vs token", v, k, "imperfect draft", 2 * k + 1, cols, extra)
+
+
+def one_hot_block_report(one_hot: list, blocks: list, path: str):
+    lines = ["| V | K | case | rows read | ours us [IQR] | PyTorch us | floor us | ours/floor [IQR] | "
+             "PyTorch/ours [IQR] |", "|---|---|---|---|---|---|---|---|---|"]
+    targets, rows = [], []
+    for case in one_hot:
+        o, r, f = case.columns["ours"], case.columns["ref"], case.columns["floor"]
+        vs_floor, vs_ref = paired_ratio(o, f), paired_ratio(r, o)
+        so, sr, sf = summary_us(o), summary_us(r), summary_us(f)
+        lines.append(f"| {case.v} | {case.k} | {case.label} | {case.rows:g} | {so['median_us']:.1f} "
+                     f"[{so['q1_us']:.1f}-{so['q3_us']:.1f}] | {sr['median_us']:.0f} | {sf['median_us']:.1f} | "
+                     f"{fmt_iqr(vs_floor)} | {fmt_iqr(vs_ref, 1)} |")
+        rows.append({"op": case.op, "V": case.v, "K": case.k, "case": case.label, "rows_read": case.rows,
+                     "path": path, "op_time": so, "reference_time": sr, "floor_time": sf,
+                     "op_over_floor": vs_floor, "reference_over_op": vs_ref})
+        where = f"one-hot accept V={case.v} K={case.k} {case.label} [{path}]"
+        targets.append((where, "ours/floor", vs_floor, TARGET_ONE_HOT_FLOOR, True))
+        targets.append((where, "PyTorch/ours", vs_ref, TARGET_ONE_HOT_VS_TORCH, False))
+    block_lines = ["| V | K | token us | block us | floor (2K+1 rows) us | block/token [IQR] | "
+                   "block/floor [IQR] | mean accepted token (analytic) | mean accepted block |",
+                   "|---|---|---|---|---|---|---|---|---|"]
+    for case in blocks:
+        t, b, f = case.columns["token"], case.columns["block"], case.columns["floor"]
+        bt, bf = paired_ratio(b, t), paired_ratio(b, f)
+        st, sb, sf = summary_us(t), summary_us(b), summary_us(f)
+        e = case.extra
+        block_lines.append(f"| {case.v} | {case.k} | {st['median_us']:.1f} | {sb['median_us']:.1f} | "
+                           f"{sf['median_us']:.1f} | {fmt_iqr(bt)} | {fmt_iqr(bf)} | "
+                           f"{e['mean_accepted_token']:.3f} ({e['analytic_mean_accepted_token']:.3f}) | "
+                           f"{e['mean_accepted_block']:.3f} |")
+        rows.append({"op": case.op, "V": case.v, "K": case.k, "path": path, "token_time": st, "block_time": sb,
+                     "floor_time": sf, "block_over_token": bt, "block_over_floor": bf, **e})
+    target_lines = []
+    for where, what, ratio, bar, at_most in targets:
+        v = verdict(ratio, bar, at_most).replace("PASS", "meets").replace("FAIL", "misses")
+        target_lines.append(f"{v:<6}  {where}: {what} {fmt_iqr(ratio)} (target {'<=' if at_most else '>='} {bar:g})")
+    return lines, block_lines, target_lines, rows
+
+
 def pipeline_report(cases: list, path: str):
     """The logits table, the issue's targets (reported, never enforced), and JSON rows."""
     lines = ["| V | K | case | rows | ours us [IQR] | transformers us | floor us | transformers/ours [IQR] | "
@@ -457,6 +558,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--logits-only", action="store_true",
                     help="only the logits pipeline comparison (sampled rounds and sample)")
+    ap.add_argument("--one-hot-only", action="store_true",
+                    help="only one-hot drafts and block verification")
     args = ap.parse_args()
     blocks, chunk_ns, n_mix = (11, 0.5e6, 20) if args.quick else (81, 1.5e6, 40)
 
@@ -471,8 +574,23 @@ def main() -> int:
     print(f"kernel {sv.__name__}, paths {', '.join(paths)} (bar on {best}), torch {torch.__version__}, "
           f"1 thread, {blocks} interleaved blocks{' (quick)' if args.quick else ''}", file=sys.stderr)
 
-    pipe: list = []
     sv._force_isa(best)
+    one_hot, block = [], []
+    for v, k in SHAPES:
+        for case in one_hot_cases(sv, v, k, args.seed) + [block_cases(sv, v, k, args.seed)]:
+            run_blocks(list(case.columns.values()), blocks, chunk_ns, overhead)
+            print(f"  timed {case.op} V={case.v} K={case.k} {case.label}", file=sys.stderr)
+            (block if case.op.startswith("accept block") else one_hot).append(case)
+    oh_lines, block_lines, oh_targets, oh_rows = one_hot_block_report(one_hot, block, best)
+    oh_text = [f"\nOne-hot drafts (draft_probs None) against building one-hot rows for the PyTorch sampler, "
+               f"{best} path:\n", *oh_lines,
+               f"\nBlock verification against token-wise accept on the same rounds, {best} path:\n", *block_lines,
+               "\nTargets of the one-hot issue (reported, not enforced):", *oh_targets]
+    if args.one_hot_only:
+        print("\n".join(oh_text))
+        return 0
+
+    pipe: list = []
     for v, k in SHAPES:
         for case in pipeline_cases(sv, v, k, args.seed):
             run_blocks(list(case.columns.values()), blocks, chunk_ns, overhead)
@@ -569,6 +687,7 @@ def main() -> int:
     print("\n".join(pipe_lines))
     print("\nTargets of the logits issue (reported, not enforced):")
     print("\n".join(pipe_targets))
+    print("\n".join(oh_text))
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({
@@ -578,7 +697,7 @@ def main() -> int:
         "threads": torch.get_num_threads(), "blocks": blocks, "chunk_ms": chunk_ns / 1e6,
         "clock_overhead_ns_subtracted": overhead, "call_cap_times_median": CLIP,
         "quick": args.quick, "seconds": elapsed,
-        "cases": results + pipe_rows, "fixed_cost": fixed, "fixed_cost_breakdown_us": breakdown,
+        "cases": results + pipe_rows + oh_rows, "fixed_cost": fixed, "fixed_cost_breakdown_us": breakdown,
         "bar": [{"where": w, "ratio": what, "value": r, "bar": b,
                  "at_most": am_, "verdict": verdict(r, b, am_)} for w, what, r, b, am_ in bars],
     }, indent=2))
