@@ -15,6 +15,7 @@
 #include "blocked_argmax.h"
 #include "blocked_mass.h"
 #include "exp_f32.h"
+#include "half.h"
 
 #include <immintrin.h>
 
@@ -298,6 +299,24 @@ SPEC_VERIFY_AVX2_KERNEL void f32_keep_at_least__avx2(const float* w, int64_t n, 
   blocked_keep_at_least<ScaledLanes, KeepValues>(w, n, t, r, r_blocks, r_mass, above_blocks, above_mass);
 }
 
+// Note [Half rows], eight at a time: F16C's vcvtph2ps, and bfloat16 zero-extended and
+// shifted into the top half.
+__attribute__((target("avx2,f16c"))) void f16_widen__avx2(const uint16_t* h, int64_t n, float* out) {
+  int64_t v = 0;
+  for (; v + 8 <= n; v += 8)
+    _mm256_storeu_ps(out + v, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + v))));
+  for (; v < n; ++v) out[v] = f16_value(h[v]);
+}
+
+SPEC_VERIFY_AVX2 void bf16_widen__avx2(const uint16_t* h, int64_t n, float* out) {
+  int64_t v = 0;
+  for (; v + 8 <= n; v += 8) {
+    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + v)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + v), _mm256_slli_epi32(wide, 16));
+  }
+  for (; v < n; ++v) out[v] = bf16_value(h[v]);
+}
+
 // Eight at a time; a group with any value >= t is taken apart lane by lane.
 SPEC_VERIFY_AVX2 int64_t f32_gather_at_least__avx2(const float* w, int64_t n, float t, float* out) {
   const __m256 vt = _mm256_set1_ps(t);
@@ -318,8 +337,9 @@ const KernelTable* avx2_kernels() {
   static const KernelTable table{"avx2", f32_row_argmax__avx2, f32_row_mass__avx2,
                                  f32_row_mass_pair__avx2, f32_residual_mass__avx2,
                                  f32_row_weights__avx2, f32_keep_at_least__avx2,
-                                 f32_gather_at_least__avx2};
-  static const bool supported = __builtin_cpu_supports("avx2");
+                                 f32_gather_at_least__avx2, f16_widen__avx2, bf16_widen__avx2};
+  // Every CPU with AVX2 has F16C too; both are checked all the same.
+  static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
   return supported ? &table : nullptr;
 }
 

@@ -15,6 +15,7 @@
 #include "blocked_argmax.h"
 #include "blocked_mass.h"
 #include "exp_f32.h"
+#include "half.h"
 
 #include <immintrin.h>
 
@@ -236,6 +237,24 @@ SPEC_VERIFY_AVX512_KERNEL void f32_keep_at_least__avx512(const float* w, int64_t
   blocked_keep_at_least<Avx512Lanes, KeepValues>(w, n, t, r, r_blocks, r_mass, above_blocks, above_mass);
 }
 
+// Note [Half rows], sixteen at a time: vcvtph2ps (AVX-512F), and bfloat16 zero-extended and
+// shifted into the top half.
+SPEC_VERIFY_AVX512 void f16_widen__avx512(const uint16_t* h, int64_t n, float* out) {
+  int64_t v = 0;
+  for (; v + 16 <= n; v += 16)
+    _mm512_storeu_ps(out + v, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + v))));
+  for (; v < n; ++v) out[v] = f16_value(h[v]);
+}
+
+SPEC_VERIFY_AVX512 void bf16_widen__avx512(const uint16_t* h, int64_t n, float* out) {
+  int64_t v = 0;
+  for (; v + 16 <= n; v += 16) {
+    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + v)));
+    _mm512_storeu_si512(out + v, _mm512_slli_epi32(wide, 16));
+  }
+  for (; v < n; ++v) out[v] = bf16_value(h[v]);
+}
+
 // Sixteen at a time with a compressing store.
 SPEC_VERIFY_AVX512 int64_t f32_gather_at_least__avx512(const float* w, int64_t n, float t, float* out) {
   const __m512 vt = _mm512_set1_ps(t);
@@ -257,7 +276,7 @@ const KernelTable* avx512_kernels() {
   static const KernelTable table{"avx512", f32_row_argmax__avx512, f32_row_mass__avx512,
                                  f32_row_mass_pair__avx512, f32_residual_mass__avx512,
                                  f32_row_weights__avx512, f32_keep_at_least__avx512,
-                                 f32_gather_at_least__avx512};
+                                 f32_gather_at_least__avx512, f16_widen__avx512, bf16_widen__avx512};
   static const bool supported = __builtin_cpu_supports("avx512f");
   return supported ? &table : nullptr;
 }

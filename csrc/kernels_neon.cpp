@@ -10,6 +10,7 @@
 #include "blocked_argmax.h"
 #include "blocked_mass.h"
 #include "exp_f32.h"
+#include "half.h"
 
 #include <arm_neon.h>
 
@@ -204,6 +205,28 @@ void f32_keep_at_least__neon(const float* w, int64_t n, float t, float* r, doubl
   blocked_keep_at_least<NeonLanes, KeepValues>(w, n, t, r, r_blocks, r_mass, above_blocks, above_mass);
 }
 
+// Note [Half rows], eight at a time: fcvtl/fcvtl2 (armv8.0), and bfloat16 by shll/shll2
+// (a shift by 16 into the top half).
+void f16_widen__neon(const uint16_t* h, int64_t n, float* out) {
+  int64_t v = 0;
+  for (; v + 8 <= n; v += 8) {
+    const uint16x8_t x = vld1q_u16(h + v);
+    vst1q_f32(out + v, vcvt_f32_f16(vreinterpret_f16_u16(vget_low_u16(x))));
+    vst1q_f32(out + v + 4, vcvt_high_f32_f16(vreinterpretq_f16_u16(x)));
+  }
+  for (; v < n; ++v) out[v] = f16_value(h[v]);
+}
+
+void bf16_widen__neon(const uint16_t* h, int64_t n, float* out) {
+  int64_t v = 0;
+  for (; v + 8 <= n; v += 8) {
+    const uint16x8_t x = vld1q_u16(h + v);
+    vst1q_f32(out + v, vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(x), 16)));
+    vst1q_f32(out + v + 4, vreinterpretq_f32_u32(vshll_high_n_u16(x, 16)));
+  }
+  for (; v < n; ++v) out[v] = bf16_value(h[v]);
+}
+
 // Four at a time; a group with any value >= t is taken apart lane by lane.
 int64_t f32_gather_at_least__neon(const float* w, int64_t n, float t, float* out) {
   const float32x4_t vt = vdupq_n_f32(t);
@@ -224,7 +247,7 @@ const KernelTable* neon_kernels() {
   static const KernelTable table{"neon", f32_row_argmax__neon, f32_row_mass__neon,
                                  /*row_mass_pair=*/nullptr, f32_residual_mass__neon,
                                  f32_row_weights__neon, f32_keep_at_least__neon,
-                                 f32_gather_at_least__neon};
+                                 f32_gather_at_least__neon, f16_widen__neon, bf16_widen__neon};
   return &table;
 }
 

@@ -5,6 +5,7 @@
 
 #include "blocked_mass.h"
 #include "exp_f32.h"
+#include "half.h"
 #include "spec_verify.h"
 
 namespace spec_verify {
@@ -95,13 +96,21 @@ int64_t f32_gather_at_least__scalar(const float* w, int64_t n, float t, float* o
   return gather_at_least_from(w, 0, n, t, out, 0);
 }
 
+void f16_widen__scalar(const uint16_t* h, int64_t n, float* out) {
+  for (int64_t v = 0; v < n; ++v) out[v] = f16_value(h[v]);
+}
+
+void bf16_widen__scalar(const uint16_t* h, int64_t n, float* out) {
+  for (int64_t v = 0; v < n; ++v) out[v] = bf16_value(h[v]);
+}
+
 }  // namespace
 
 const KernelTable& scalar_kernels() {
   static const KernelTable table{"scalar", f32_row_argmax__scalar, f32_row_mass__scalar,
                                  /*row_mass_pair=*/nullptr, f32_residual_mass__scalar,
                                  f32_row_weights__scalar, f32_keep_at_least__scalar,
-                                 f32_gather_at_least__scalar};
+                                 f32_gather_at_least__scalar, f16_widen__scalar, bf16_widen__scalar};
   return table;
 }
 

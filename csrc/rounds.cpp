@@ -12,12 +12,12 @@ namespace spec_verify {
 namespace {
 
 // Error path only: the first element of a row that a mass may not contain.
-Outcome bad_mass_row(const float* row, int64_t n, bool in_draft, int64_t i) {
+Outcome bad_mass_row(RowRef row, int64_t n, bool in_draft, int64_t i) {
   Outcome out;
   out.in_draft = in_draft;
   out.row = i;
   for (int64_t v = 0; v < n; ++v) {
-    const float x = row[v];
+    const float x = value_at(row, v);
     InputError kind = InputError::kNone;
     if (std::isnan(x)) kind = InputError::kNaN;
     else if (x < 0.0f) kind = InputError::kNegative;
@@ -33,13 +33,13 @@ Outcome bad_mass_row(const float* row, int64_t n, bool in_draft, int64_t i) {
 }
 
 // Error path only: the first NaN of a row the argmax rejected.
-Outcome nan_row(const float* row, int64_t n) {
+Outcome nan_row(RowRef row, int64_t n) {
   Outcome out;
   out.error = InputError::kNaN;
   for (int64_t v = 0; v < n; ++v) {
-    if (std::isnan(row[v])) {
+    if (std::isnan(value_at(row, v))) {
       out.col = v;
-      out.value = row[v];
+      out.value = value_at(row, v);
       break;
     }
   }
@@ -87,22 +87,23 @@ int residual_scales(double P, double Q, float* a, float* b) {
 Outcome verify_greedy_round(const KernelTable& kt, Rows target, const int64_t* tokens,
                             int64_t k, int64_t vocab) {
   for (int64_t i = 0;; ++i) {
-    const float* row = target.row(i);
+    const RowRef row = target.row(i);
     int64_t best = 0;
-    if (!kt.row_argmax(row, vocab, &best)) return in_row(nan_row(row, vocab), false, i);
+    if (!typed_argmax(kt, row, vocab, &best)) return in_row(nan_row(row, vocab), false, i);
     if (i == k || best != tokens[i]) return emitted(i, best);
   }
 }
 
 namespace {
 
-// One row as a round sees it: its values (the caller's row in place, or a warped copy in
-// `buffer`), its block masses and its mass.
+// One row as a round sees it: its values (the caller's row in place, of any element type,
+// or a warped copy in `buffer`), its block masses and its mass.
 struct Side {
   std::vector<float> buffer;
   std::vector<double> blocks;
-  const float* values = nullptr;
+  RowRef row{static_cast<const float*>(nullptr)};
   double mass = 0.0;
+  float at(int64_t v) const { return value_at(row, v); }
 };
 
 // Position n of a round: target row p, draft row q (unused for one-hot drafts) and, when a
@@ -142,28 +143,37 @@ struct ProbRows {
   static constexpr bool kWarped = false;
 
   Outcome read_target(int64_t i, Side* p) const {
-    p->values = target.row(i);
-    if (!kt.row_mass(p->values, vocab, p->blocks.data(), &p->mass)) return bad_mass_row(p->values, vocab, false, i);
+    p->row = target.row(i);
+    if (!typed_mass(kt, p->row, vocab, p->blocks.data(), &p->mass)) return bad_mass_row(p->row, vocab, false, i);
     if (p->mass == 0.0) return zero_mass_row(false, i);
     return Outcome{};
   }
   // The target row's errors come first: a zero-mass target row is reported before the
   // draft row is looked at.
   Outcome read_pair(int64_t i, Side* p, Side* q) const {
-    p->values = target.row(i);
-    q->values = draft.row(i);
-    if (kt.row_mass_pair == nullptr ||
-        !kt.row_mass_pair(p->values, q->values, vocab, p->blocks.data(), q->blocks.data(), &p->mass, &q->mass)) {
+    p->row = target.row(i);
+    q->row = draft.row(i);
+    const bool floats = p->row.type == Elem::kF32 && q->row.type == Elem::kF32;
+    if (!floats || kt.row_mass_pair == nullptr ||
+        !kt.row_mass_pair(static_cast<const float*>(p->row.data), static_cast<const float*>(q->row.data), vocab,
+                          p->blocks.data(), q->blocks.data(), &p->mass, &q->mass)) {
       // Row by row (no fast path, or it declined): the masses, or which row is at fault.
       const Outcome bad = read_target(i, p);
       if (bad.error != InputError::kNone) return bad;
-      if (!kt.row_mass(q->values, vocab, q->blocks.data(), &q->mass)) return bad_mass_row(q->values, vocab, true, i);
+      if (!typed_mass(kt, q->row, vocab, q->blocks.data(), &q->mass)) return bad_mass_row(q->row, vocab, true, i);
     }
     if (p->mass == 0.0) return zero_mass_row(false, i);
     if (q->mass == 0.0) return zero_mass_row(true, i);
     return Outcome{};
   }
 };
+
+// A half logits row widened whole (Note [Half rows]), per thread.
+float* widened_logits(int64_t vocab) {
+  thread_local std::vector<float> buffer;
+  if (buffer.size() < static_cast<size_t>(vocab)) buffer.resize(vocab);
+  return buffer.data();
+}
 
 // The rows of a round on logits: warped as they are read (Note [Warping]).
 struct LogitRows {
@@ -173,11 +183,11 @@ struct LogitRows {
   const WarpParams& params;
   static constexpr bool kWarped = true;
 
-  Outcome read(const float* x, bool in_draft, int64_t i, Side* s) const {
+  Outcome read(RowRef x, bool in_draft, int64_t i, Side* s) const {
     WarpedRow w{s->buffer.data(), s->blocks.data(), 0.0};
-    const Outcome bad = warp_row(kt, x, vocab, params, &w);
+    const Outcome bad = warp_row(kt, as_floats(kt, x, vocab, widened_logits(vocab)), vocab, params, &w);
     if (bad.error != InputError::kNone) return in_row(bad, in_draft, i);
-    s->values = w.values;
+    s->row = RowRef(w.values);
     s->mass = w.mass;  // positive: the largest weight, 1, is always kept
     return Outcome{};
   }
@@ -191,8 +201,7 @@ struct LogitRows {
 
 // A draw from row p (mass > 0) with uniform u.
 int64_t draw(const Side& p, double u, int64_t vocab) {
-  const float* values = p.values;
-  return sample_index(p.blocks.data(), vocab, u * p.mass, [values](int64_t v) { return values[v]; });
+  return sample_index(p.blocks.data(), vocab, u * p.mass, [&p](int64_t v) { return p.at(v); });
 }
 
 // A draw from row p without token t (Note [One-hot drafts]): p's block masses with t's
@@ -203,22 +212,21 @@ int64_t draw_without(const KernelTable& kt, Side& p, int64_t t, double u, int64_
   const int64_t begin = b * kMassBlock;
   const int64_t len = std::min(kMassBlock, vocab - begin);
   float block[kMassBlock];
-  std::copy(p.values + begin, p.values + begin + len, block);
+  for (int64_t v = 0; v < len; ++v) block[v] = p.at(begin + v);
   block[t - begin] = 0.0f;
   double block_total = 0.0;
   kt.row_mass(block, len, &p.blocks[b], &block_total);
   double mass = 0.0;
   for (int64_t j = 0; j < num_blocks(vocab); ++j) mass += p.blocks[j];
   if (!(mass > 0.0)) return t;
-  const float* values = p.values;
-  return sample_index(p.blocks.data(), vocab, u * mass, [values, t](int64_t v) { return v == t ? 0.0f : values[v]; });
+  return sample_index(p.blocks.data(), vocab, u * mass, [&p, t](int64_t v) { return v == t ? 0.0f : p.at(v); });
 }
 
 // Sums the residual max(0, rho * p / P - q / Q), scaled (Note [Residual in float32]), into
 // at's residual fields; returns the scale 2^s as s.
 int sum_residual(const KernelTable& kt, Position& at, double rho, int64_t vocab) {
   const int s = residual_scales(at.p.mass / rho, at.q.mass, &at.a, &at.b);
-  kt.residual_mass(at.p.values, at.q.values, at.a, at.b, vocab, at.r_blocks.data(), &at.r_mass);
+  typed_residual(kt, at.p.row, at.q.row, at.a, at.b, vocab, at.r_blocks.data(), &at.r_mass);
   return s;
 }
 
@@ -226,11 +234,9 @@ int sum_residual(const KernelTable& kt, Position& at, double rho, int64_t vocab)
 // left that residual without mass (the exact one is then negligible next to p).
 int64_t draw_residual(const Position& at, double u, int64_t vocab) {
   if (!(at.r_mass > 0.0)) return draw(at.p, u, vocab);
-  const float* p = at.p.values;
-  const float* q = at.q.values;
   const float a = at.a, b = at.b;
   return sample_index(at.r_blocks.data(), vocab, u * at.r_mass,
-                      [=](int64_t v) { return residual_value(p[v], q[v], a, b); });
+                      [&at, a, b](int64_t v) { return residual_value(at.p.at(v), at.q.at(v), a, b); });
 }
 
 // ---- token-wise verification (Note [One-hot drafts] for a draft without rows) ------------
@@ -245,14 +251,14 @@ Outcome token_round(const KernelTable& kt, const Reader& rows, bool one_hot, con
       const Outcome bad = rows.read_target(i, &at.p);
       if (bad.error != InputError::kNone) return bad;
       // q = onehot(t), Q = 1: accept with probability p(t) / P, u * P < p(t).
-      if (u[i] * at.p.mass < static_cast<double>(at.p.values[t])) continue;
+      if (u[i] * at.p.mass < static_cast<double>(at.p.at(t))) continue;
       return emitted(i, draw_without(kt, at.p, t, u[k], vocab));
     }
     const Outcome bad = rows.read_pair(i, &at.p, &at.q);
     if (bad.error != InputError::kNone) return bad;
     // Accept t with probability min(1, (p(t)/P) / (q(t)/Q)), without dividing:
     // u * q(t) * P < p(t) * Q. p(t) = 0 never passes; q(t) = 0 < p(t) always does.
-    const double pt = at.p.values[t], qt = at.q.values[t];
+    const double pt = at.p.at(t), qt = at.q.at(t);
     if (u[i] * qt * at.p.mass < pt * at.q.mass) continue;
     sum_residual(kt, at, 1.0, vocab);
     return emitted(i, draw_residual(at, u[k], vocab));
@@ -266,10 +272,10 @@ Outcome token_round(const KernelTable& kt, const Reader& rows, bool one_hot, con
 
 // rho_{n+1} = min(1, rho_n * p_n(t) / q_n(t)) on normalised rows, from position n's rows.
 double next_rho(double rho, const Position& at, int64_t t, bool one_hot) {
-  const double pt = at.p.values[t];
+  const double pt = at.p.at(t);
   if (rho == 0.0 || pt == 0.0) return 0.0;
   if (one_hot) return std::min(1.0, rho * (pt / at.p.mass));
-  const double qt = at.q.values[t];
+  const double qt = at.q.at(t);
   if (qt == 0.0) return 1.0;  // p(t) > 0 = q(t): an infinite ratio
   return std::min(1.0, rho * ((pt * at.q.mass) / (qt * at.p.mass)));
 }
@@ -277,7 +283,7 @@ double next_rho(double rho, const Position& at, int64_t t, bool one_hot) {
 // Z_n = sum_x max(0, rho * p(x) - q(x)) on normalised rows, rho = rho_n > 0; for a draft
 // with rows it sums the residual into `at`, ready to be drawn from.
 double block_z(const KernelTable& kt, Position& at, double rho, int64_t t, bool one_hot, int64_t vocab) {
-  if (one_hot) return rho * (std::max(0.0, at.p.mass - at.p.values[t]) / at.p.mass);
+  if (one_hot) return rho * (std::max(0.0, at.p.mass - at.p.at(t)) / at.p.mass);
   // Below 2^-200, rho * p is lost next to q in float32: h_n < 2^-200 is taken as 0.
   if (rho < 0x1p-200) return 0.0;
   const int s = sum_residual(kt, at, rho, vocab);
@@ -352,16 +358,16 @@ Outcome accept_round(const KernelTable& kt, Rows target, Rows draft, const int64
   return verify_round(kt, rows, draft.data == nullptr, tokens, uniforms, k, vocab, method);
 }
 
-Outcome sample_round(const KernelTable& kt, const float* x, int64_t n, const WarpParams& params,
+Outcome sample_round(const KernelTable& kt, RowRef x, int64_t n, const WarpParams& params,
                      double u) {
   if (params.temperature == 0.0f) {
     Outcome out;
-    if (!kt.row_argmax(x, n, &out.token)) return nan_row(x, n);
+    if (!typed_argmax(kt, x, n, &out.token)) return nan_row(x, n);
     return out;
   }
   WarpScratch& s = warp_scratch(n);
   WarpedRow p{s.values.data(), s.blocks.data(), 0.0};
-  const Outcome bad = warp_row(kt, x, n, params, &p);
+  const Outcome bad = warp_row(kt, as_floats(kt, x, n, widened_logits(n)), n, params, &p);
   if (bad.error != InputError::kNone) return bad;
   return emitted(0, sample_index(p.blocks, n, u * p.mass, [v = p.values](int64_t i) { return v[i]; }));
 }

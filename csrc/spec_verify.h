@@ -58,6 +58,29 @@ inline int64_t num_blocks(int64_t n) { return (n + kMassBlock - 1) / kMassBlock;
 // 5. min_p (0 = off): keep v iff w(v) >= min_p.
 // The warped row r(v) = w(v) on the kept set, +0.0 elsewhere, is an ordinary unnormalised
 // row. Temperature 0 means greedy: the argmax of x (callers never warp then).
+// Note [Half rows]
+// Rows may hold float32, float16 (IEEE binary16) or bfloat16 values. Every half value is a
+// float32 value exactly (binary16: 11 significant bits, exponents -24..15, subnormals
+// included; bfloat16: the top 16 bits of a float32), so a round on half rows is defined as
+// the round on its rows widened to float32, and returns the same bits. The paths widen with
+// their own instructions (vcvtph2ps of F16C or AVX-512F, NEON's fcvtl, a 16-bit shift for
+// bfloat16, bit arithmetic in the scalar reference; a NaN stays a NaN, quieted), a chunk of
+// kHalfChunk values at a time into a float32 buffer the float32 kernels then read while it
+// is in L1 (typed_rows.cpp): a half row is read once, at 2 bytes a value. Logits rows are
+// widened whole before warping (its passes dwarf the widening).
+enum class Elem : int { kF32 = 0, kF16 = 1, kBF16 = 2 };
+constexpr int64_t kHalfChunk = 4096;  // a multiple of kMassBlock and of kArgmaxBlock
+
+// One row of some element type.
+struct RowRef {
+  const void* data;
+  Elem type;
+  RowRef(const float* row) : data(row), type(Elem::kF32) {}  // NOLINT: float rows convert implicitly
+  RowRef(const void* row, Elem t) : data(row), type(t) {}
+};
+
+inline int64_t elem_size(Elem t) { return t == Elem::kF32 ? 4 : 2; }
+
 struct WarpParams {
   float temperature = 1.0f;
   int64_t top_k = 0;
@@ -95,6 +118,9 @@ struct KernelTable {
                         double* r_mass, double* above_blocks, double* above_mass);
   // The values w(v) >= t (t > 0), in index order, into out (room for n); returns how many.
   int64_t (*gather_at_least)(const float* w, int64_t n, float t, float* out);
+  // Half values widened exactly to float32 (Note [Half rows]): IEEE binary16, bfloat16.
+  void (*widen_f16)(const uint16_t* h, int64_t n, float* out);
+  void (*widen_bf16)(const uint16_t* h, int64_t n, float* out);
 };
 
 // ---- instruction sets and their selection (dispatch.cpp) --------------------------------
@@ -115,10 +141,27 @@ void force_isa(const std::string& name);
 
 // ---- rounds (rounds.cpp): the op contracts on raw rows ----------------------------------
 struct Rows {
-  const float* data;
+  const void* data;
   int64_t stride;  // elements between consecutive rows
-  const float* row(int64_t i) const { return data + i * stride; }
+  Elem type = Elem::kF32;
+  RowRef row(int64_t i) const {
+    return RowRef(static_cast<const char*>(data) + i * stride * elem_size(type), type);
+  }
 };
+
+// ---- rows of any element type (typed_rows.cpp): Note [Half rows] -------------------------
+// Value v of a row, widened to float32.
+float value_at(RowRef row, int64_t v);
+// The row's element type widened by the table's kernels, or nothing for float32.
+void widen(const KernelTable& kt, RowRef row, int64_t n, float* out);
+// row_argmax, row_mass and residual_mass of the table on rows of any element type: the same
+// results as on the rows widened to float32.
+bool typed_argmax(const KernelTable& kt, RowRef row, int64_t n, int64_t* index);
+bool typed_mass(const KernelTable& kt, RowRef row, int64_t n, double* block_mass, double* mass);
+void typed_residual(const KernelTable& kt, RowRef p, RowRef q, float a, float b, int64_t n,
+                    double* block_mass, double* mass);
+// The row as float32: itself, or widened whole into `buffer` (n floats).
+const float* as_floats(const KernelTable& kt, RowRef row, int64_t n, float* buffer);
 
 // kNoFinite: a logits row whose values are all -inf; kOverflow: a logit whose division
 // by the temperature overflows to +inf.
@@ -186,7 +229,7 @@ Outcome warp_row(const KernelTable& kt, const float* x, int64_t n, const WarpPar
                  WarpedRow* out);
 
 // One token from warped logits row x with uniform u in [0, 1); temperature 0: the argmax.
-Outcome sample_round(const KernelTable& kt, const float* x, int64_t n, const WarpParams& params,
+Outcome sample_round(const KernelTable& kt, RowRef x, int64_t n, const WarpParams& params,
                      double u);
 
 // accept_round on the warped rows of target and draft logits (temperature > 0; draft.data

@@ -46,14 +46,21 @@ void check_cpu(const char* op, const char* name, const at::Tensor& t) {
                    t.is_nested() ? " (nested)" : "", "; convert with .to_dense()");
 }
 
-// A [rows, V] float32 probability (or logit) tensor. Returns it with unit stride along V
-// (a copy only if it had none), so each row is a plain float array.
+// Rows are float32, float16 or bfloat16 (Note [Half rows]), each tensor its own.
+bool row_dtype(at::ScalarType t) { return t == at::kFloat || t == at::kHalf || t == at::kBFloat16; }
+
+void check_row_dtype(const char* op, const char* name, const at::Tensor& t) {
+  TORCH_CHECK_TYPE(row_dtype(t.scalar_type()), "spec_verify.", op, ": ", name,
+                   " must have dtype torch.float32, torch.float16 or torch.bfloat16, got ",
+                   dtype_name(t.scalar_type()), t.scalar_type() == at::kDouble ? " (convert with .float())" : "");
+}
+
+// A [rows, V] probability (or logit) tensor. Returns it with unit stride along V (a copy
+// only if it had none), so each row is a plain array.
 at::Tensor checked_rows(const char* op, const char* name, const at::Tensor& t, int64_t rows,
                         int64_t vocab, const char* expected) {
   check_cpu(op, name, t);
-  TORCH_CHECK_TYPE(t.scalar_type() == at::kFloat, "spec_verify.", op, ": ", name,
-                   " must have dtype torch.float32, got ", dtype_name(t.scalar_type()),
-                   " (convert with .float(); half types are not supported yet)");
+  check_row_dtype(op, name, t);
   TORCH_CHECK_VALUE(t.dim() == 2, "spec_verify.", op, ": ", name, " must be 2-D ", expected,
                     ", got shape ", shape_of(t));
   TORCH_CHECK_VALUE(t.size(0) == rows && t.size(1) == vocab, "spec_verify.", op, ": ", name,
@@ -89,9 +96,16 @@ int64_t checked_k(const char* op, const at::Tensor& target, const char* name = "
   return target.size(0) - 1;
 }
 
-sv::Rows rows_of(const at::Tensor& t) {
-  return sv::Rows{t.data_ptr<float>(), t.size(0) > 1 ? t.stride(0) : 0};
+sv::Elem elem_of(const at::Tensor& t) {
+  return t.scalar_type() == at::kHalf ? sv::Elem::kF16 : t.scalar_type() == at::kBFloat16 ? sv::Elem::kBF16 : sv::Elem::kF32;
 }
+
+sv::Rows rows_of(const at::Tensor& t) {
+  return sv::Rows{t.data_ptr(), t.size(0) > 1 ? t.stride(0) : 0, elem_of(t)};
+}
+
+// Row i of a checked [R, V] tensor.
+sv::RowRef row_of(const at::Tensor& t, int64_t i) { return rows_of(t).row(i); }
 
 // Turns a malformed row found by a round into the exception the user sees. Probability
 // rows (accept) and logits rows (the warping ops) are named by their arguments.
@@ -286,12 +300,10 @@ sv::WarpParams checked_params(const char* op, double temperature, int64_t top_k,
   return p;
 }
 
-// A float32 logits tensor [V] or [R, V] with V >= 1, as [R, V] with unit stride along V.
+// A logits tensor [V] or [R, V] with V >= 1, as [R, V] with unit stride along V.
 at::Tensor checked_logits(const char* op, const char* name, const at::Tensor& t) {
   check_cpu(op, name, t);
-  TORCH_CHECK_TYPE(t.scalar_type() == at::kFloat, "spec_verify.", op, ": ", name,
-                   " must have dtype torch.float32, got ", dtype_name(t.scalar_type()),
-                   " (convert with .float(); half types are not supported yet)");
+  check_row_dtype(op, name, t);
   TORCH_CHECK_VALUE((t.dim() == 1 || t.dim() == 2) && t.size(-1) >= 1, "spec_verify.", op, ": ", name,
                     " must be [V] or [R, V] with V >= 1, got shape ", shape_of(t));
   const at::Tensor rows = t.dim() == 1 ? t.unsqueeze(0) : t;
@@ -299,15 +311,15 @@ at::Tensor checked_logits(const char* op, const char* name, const at::Tensor& t)
 }
 
 struct WarpBuffers {
-  std::vector<float> values;
+  std::vector<float> values, widened;
   std::vector<double> blocks;
-  explicit WarpBuffers(int64_t vocab) : values(vocab), blocks(sv::num_blocks(vocab)) {}
+  explicit WarpBuffers(int64_t vocab) : values(vocab), widened(vocab), blocks(sv::num_blocks(vocab)) {}
 };
 
 // One row of sample/sample_with_uniforms: the token, or the row's error.
 sv::Outcome sample_row(const at::Tensor& rows, int64_t i, const sv::WarpParams& params, double u) {
   const int64_t vocab = rows.size(1);
-  sv::Outcome out = sv::sample_round(kernels(), rows.data_ptr<float>() + i * rows.stride(0), vocab, params, u);
+  sv::Outcome out = sv::sample_round(kernels(), row_of(rows, i), vocab, params, u);
   out.row = i;
   return out;
 }
@@ -376,7 +388,7 @@ at::Tensor warp(const at::Tensor& logits, double temperature, int64_t top_k, dou
   const sv::KernelTable& kt = kernels();
   WarpBuffers buffers(vocab);
   for (int64_t i = 0; i < n; ++i) {
-    const float* x = rows.data_ptr<float>() + i * rows.stride(0);
+    const float* x = sv::as_floats(kt, row_of(rows, i), vocab, buffers.widened.data());
     float* o = out.data_ptr<float>() + i * vocab;
     if (params.temperature == 0.0f) {  // greedy: one-hot at sample_round's argmax
       const sv::Outcome greedy = sample_row(rows, i, params, 0.0);
@@ -462,8 +474,7 @@ at::Tensor row_masses(const at::Tensor& rows) {
   std::vector<double> blocks(static_cast<size_t>(sv::num_blocks(vocab)));
   const sv::KernelTable& kt = kernels();
   for (int64_t i = 0; i < n; ++i) {
-    const float* row = r.data_ptr<float>() + i * r.stride(0);
-    TORCH_CHECK_VALUE(kt.row_mass(row, vocab, blocks.data(), out.data_ptr<double>() + i),
+    TORCH_CHECK_VALUE(sv::typed_mass(kt, row_of(r, i), vocab, blocks.data(), out.data_ptr<double>() + i),
                       "spec_verify._row_masses: rows[", i, "] holds a negative, NaN or infinite value");
   }
   return out;

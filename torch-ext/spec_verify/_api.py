@@ -220,7 +220,7 @@ def verify_greedy(target_probs: torch.Tensor, draft_tokens: Tokens) -> Tuple[int
     stream equals plain greedy decoding of the target.
 
     Args:
-        target_probs (`torch.Tensor`): float32 `[K+1, V]` on the CPU, one row per position.
+        target_probs (`torch.Tensor`): float32, float16 or bfloat16 `[K+1, V]` on the CPU, one row per position.
             Only the argmax of each row is used, so logits work as well as probabilities.
         draft_tokens (`torch.Tensor` or `list` of `int`): the K draft token ids, in `[0, V)`:
             a 1-D tensor of any integer dtype, or a list of ints (NumPy integers and 0-d
@@ -267,9 +267,9 @@ def accept(
     token by token, but every row is read (no early exit). See the README.
 
     Args:
-        target_probs (`torch.Tensor`): float32 `[K+1, V]` on the CPU, the target's
+        target_probs (`torch.Tensor`): float32, float16 or bfloat16 `[K+1, V]` on the CPU, the target's
             probabilities (unnormalised is fine) at the K+1 positions.
-        draft_probs (`torch.Tensor`, *optional*): float32 `[K, V]` on the CPU, the draft's
+        draft_probs (`torch.Tensor`, *optional*): float32, float16 or bfloat16 `[K, V]` on the CPU, the draft's
             probabilities the draft tokens were drawn from; None for one-hot drafts.
         draft_tokens (`torch.Tensor` or `list` of `int`): the K draft token ids, as for
             `verify_greedy`.
@@ -316,8 +316,8 @@ def accept_with_uniforms(
     `u_i * q_i(t_i) * P_i < p_i(t_i) * Q_i`); `uniforms[K]` samples the emitted token.
 
     Args:
-        target_probs (`torch.Tensor`): float32 `[K+1, V]` on the CPU, as for `accept`.
-        draft_probs (`torch.Tensor`, *optional*): float32 `[K, V]` on the CPU, or None for
+        target_probs (`torch.Tensor`): float32, float16 or bfloat16 `[K+1, V]` on the CPU, as for `accept`.
+        draft_probs (`torch.Tensor`, *optional*): float32, float16 or bfloat16 `[K, V]` on the CPU, or None for
             one-hot drafts, as for `accept`.
         draft_tokens (`torch.Tensor` or `list` of `int`): the K draft token ids, as for
             `verify_greedy`.
@@ -374,7 +374,7 @@ def warp(
     `accept_logits` verifies against, bit for bit the same on every instruction-set path.
 
     Args:
-        logits (`torch.Tensor`): float32 `[V]` or `[R, V]` on the CPU. -inf masks a token;
+        logits (`torch.Tensor`): float32, float16 or bfloat16 `[V]` or `[R, V]` on the CPU. -inf masks a token;
             NaN and +inf are errors.{args}
 
     Returns:
@@ -382,7 +382,7 @@ def warp(
         the argmax when `temperature` is 0).
 
     Raises:
-        TypeError: `logits` not a float32 tensor; a parameter of the wrong type (bool is not
+        TypeError: `logits` not a float32, float16 or bfloat16 tensor; a parameter of the wrong type (bool is not
             a number).
         ValueError: a parameter out of range; a wrong shape or V = 0; a tensor not on the
             CPU; in a row, NaN, +inf, no finite value, or a logit the temperature makes
@@ -411,7 +411,7 @@ def sample(
     scan of every op. With `temperature` 0 the token is the argmax and nothing is drawn.
 
     Args:
-        logits (`torch.Tensor`): float32 `[V]` or `[R, V]` on the CPU, as for `warp`.{args}
+        logits (`torch.Tensor`): float32, float16 or bfloat16 `[V]` or `[R, V]` on the CPU, as for `warp`.{args}
         generator (`torch.Generator`, *optional*): a CPU generator; the default generator
             when None.
 
@@ -441,7 +441,7 @@ def sample_with_uniforms(
     """`sample` with its uniforms given: a pure function.
 
     Args:
-        logits (`torch.Tensor`): float32 `[V]` or `[R, V]` on the CPU, as for `warp`.
+        logits (`torch.Tensor`): float32, float16 or bfloat16 `[V]` or `[R, V]` on the CPU, as for `warp`.
         uniforms (`torch.Tensor`): float64 on the CPU, `[R]` (`[]` for a `[V]` row), each
             in `[0, 1)`; `uniforms[r]` draws row r's token (unused when `temperature` is 0,
             but still checked).{args}
@@ -499,9 +499,9 @@ def accept_logits(
     `draft_probs` None: only the target's rows are read.
 
     Args:
-        target_logits (`torch.Tensor`): float32 `[K+1, V]` on the CPU, the target's logits
+        target_logits (`torch.Tensor`): float32, float16 or bfloat16 `[K+1, V]` on the CPU, the target's logits
             at the K+1 positions.
-        draft_logits (`torch.Tensor`, *optional*): float32 `[K, V]` on the CPU, the draft's
+        draft_logits (`torch.Tensor`, *optional*): float32, float16 or bfloat16 `[K, V]` on the CPU, the draft's
             logits the draft tokens were sampled from (warped with the same parameters);
             None for one-hot drafts.
         draft_tokens (`torch.Tensor` or `list` of `int`): the K draft token ids, as for
@@ -543,8 +543,8 @@ def accept_logits_with_uniforms(
     """`accept_logits` with its K+1 uniforms given: a pure function.
 
     Args:
-        target_logits (`torch.Tensor`): float32 `[K+1, V]` on the CPU, as for `accept_logits`.
-        draft_logits (`torch.Tensor`, *optional*): float32 `[K, V]` on the CPU, as for
+        target_logits (`torch.Tensor`): float32, float16 or bfloat16 `[K+1, V]` on the CPU, as for `accept_logits`.
+        draft_logits (`torch.Tensor`, *optional*): float32, float16 or bfloat16 `[K, V]` on the CPU, as for
             `accept_logits`.
         draft_tokens (`torch.Tensor` or `list` of `int`): the K draft token ids.
         uniforms (`torch.Tensor`): float64 `[K+1]` on the CPU, each in `[0, 1)`:
@@ -628,7 +628,7 @@ def _row_masses_fake(rows):
 
 @torch.library.register_fake(add_op_namespace_prefix("warp"))
 def _warp_fake(logits, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0):
-    return logits.new_empty(logits.shape)
+    return logits.new_empty(logits.shape, dtype=torch.float32)
 
 
 @torch.library.register_fake(add_op_namespace_prefix("sample"))
