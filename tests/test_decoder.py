@@ -52,10 +52,7 @@ def test_bad_callback_output(sv):
     target, draft = pair()
     dec = sv.SpeculativeDecoder(lambda prefix, k: (torch.zeros(k + 1, dtype=torch.int64), None),
                                 target.target_rows, k=3)
-    with pytest.raises(ValueError, match="draft_step returned 4 tokens, expected k = 3"):
-        dec.generate([1], max_new=10)
-    dec = sv.SpeculativeDecoder(draft.greedy_draft, target.target_rows, k=3, greedy=False)
-    with pytest.raises(ValueError, match="must return the draft probabilities"):
+    with pytest.raises(ValueError, match="draft_step returned 4 tokens, expected at most k = 3"):
         dec.generate([1], max_new=10)
 
 
@@ -347,10 +344,11 @@ def test_bad_callback_output_names_the_callback(sv):
         (lambda p, k: ([True] * k, None), rows, True, TypeError, r"draft_step's tokens\[0\] must be an int, got bool"),
         (lambda p, k: ([0, 1.0, 2][:k], None), rows, True, TypeError, r"draft_step's tokens\[1\] must be an int, got float"),
         (lambda p, k: (torch.zeros(1, k, dtype=torch.int64), None), rows, True, ValueError,
-         r"draft_step's tokens must be 1-D, k = 3 ids, got shape \[1, 3\]"),
+         r"draft_step's tokens must be 1-D, at most k = 3 ids, got shape \[1, 3\]"),
         (lambda p, k: ("abc", None), rows, True, TypeError,
          "draft_step's tokens must be a 1-D integer tensor or a list of ints, got str"),
-        (lambda p, k: (good_tokens(k - 1), None), rows, True, ValueError, "draft_step returned 2 tokens, expected k = 3"),
+        (lambda p, k: (good_tokens(k + 1), None), rows, True, ValueError,
+         "draft_step returned 4 tokens, expected at most k = 3"),
         (lambda p, k: (good_tokens(k).to("meta"), None), rows, True, ValueError,
          "draft_step's tokens must be on the CPU, got a tensor on meta"),
         # Values beyond int64 are reported as they are, not wrapped or overflowed.
@@ -365,7 +363,8 @@ def test_bad_callback_output_names_the_callback(sv):
         (lambda p, k: ([0] * k, None), lambda p, t: rows(p, t).double(), True, TypeError,
          "target_step returned rows of dtype torch.float64"),
         (lambda p, k: ([0] * k, None), lambda p, t: rows(p, t)[:-1], True, ValueError,
-         r"target_step returned rows of shape \[3, 10\], expected \[k\+1, V\] = \[4, V\]"),
+         r"target_step returned rows of shape \[3, 10\], expected \[j\+1, V\] = \[4, V\] with V > 0 for the j = 3 "
+         "proposed tokens"),
         (lambda p, k: ([0] * k, None), lambda p, t: rows(p, t)[None], True, ValueError,
          r"target_step returned rows of shape \[1, 4, 10\]"),
         (lambda p, k: ([0] * k, None), lambda p, t: rows(p, t).to("meta"), True, ValueError,
@@ -379,7 +378,13 @@ def test_bad_callback_output_names_the_callback(sv):
          r"the verification op rejected target_step's rows: spec_verify.verify_greedy: target_probs\[0, 0\] = nan"),
         (lambda p, k: (good_tokens(k), q(k).double()), rows, False, TypeError,
          "draft_step returned probs of dtype torch.float64"),
-        (lambda p, k: (good_tokens(k), q(k + 1)), rows, False, ValueError, r"draft_step returned probs of shape \[4, 10\]"),
+        (lambda p, k: (good_tokens(k), q(k + 1)), rows, False, ValueError,
+         r"draft_step returned probs of shape \[4, 10\], expected \[j, V\] with j = 3, the number of tokens"),
+        # Fewer tokens than k are fine, but the probs must have one row per token.
+        (lambda p, k: (good_tokens(k - 1), q(k)), rows, False, ValueError,
+         r"draft_step returned probs of shape \[3, 10\], expected \[j, V\] with j = 2"),
+        (lambda p, k: (good_tokens(0), q(1)), rows, False, ValueError,
+         r"draft_step returned probs of shape \[1, 10\], expected \[j, V\] with j = 0"),
         (lambda p, k: (good_tokens(k), [[0.1] * 10] * k), rows, False, TypeError, "draft_step returned probs as a list"),
         (lambda p, k: (good_tokens(k), torch.full((k, 9), 0.1)), rows, False, ValueError,
          "draft_step returned probs with V = 9 columns but target_step returned rows with V = 10"),
@@ -567,7 +572,8 @@ def test_verifier_output_is_checked(sv):
     target, draft = pair(vocab=10)
     cases = [
         (lambda r, p, t, g: (t.numel() + 1, 0), ValueError,
-         r"the verifier returned \(n_accepted, next_token\) = \(4, 0\), expected 0 <= n_accepted <= k = 3"),
+         r"the verifier returned \(n_accepted, next_token\) = \(4, 0\), expected 0 <= n_accepted <= j = 3 \(the "
+         r"proposed tokens\)"),
         (lambda r, p, t, g: (-1, 0), ValueError, r"= \(-1, 0\)"),
         (lambda r, p, t, g: (0, 10), ValueError, r"0 <= next_token < V = 10"),
         (lambda r, p, t, g: 0, TypeError, "the verifier must return a pair"),
