@@ -619,3 +619,151 @@ def test_op_errors_are_attributed_by_the_argument_named_first(sv):
         else:
             assert str(info.value).startswith("SpeculativeDecoder: " + wrapped), str(info.value)
             assert str(info.value).endswith(message)
+
+
+# Drafts of 0..k tokens, one-hot drafts, the verification method ---------------------------
+
+def scripted(draft, counts, greedy=True, generator=None, with_probs=True):
+    """A draft_step that proposes counts[r % len(counts)] tokens in round r (capped at the k
+    it is given), from draft's greedy or sampled tokens; probs [j, V] or None."""
+    inner = draft.greedy_draft if greedy else draft.sampling_draft(generator)
+    calls = []
+
+    def step(prefix, k):
+        j = min(k, counts[len(calls) % len(counts)])
+        calls.append((len(prefix), k, j))
+        tokens, probs = inner(prefix, j)
+        return tokens, (probs if with_probs else None)
+    return step, calls
+
+
+def test_rounds_with_0_to_k_proposals(sv):
+    target, draft = pair(noise=1.0)
+    seen = []
+
+    def target_step(prefix, proposed):
+        seen.append(proposed.shape[0])
+        assert proposed.dtype == torch.int64 and proposed.is_contiguous()
+        return target.target_rows(prefix, proposed)
+
+    counts = [0, 3, 1, 4, 2, 0, 0, 4]
+    for use_probs in (False, True):
+        step, calls = scripted(draft, counts, with_probs=use_probs)
+        seen.clear()
+        dec = sv.SpeculativeDecoder(step, target_step, k=4)
+        assert dec.generate([2, 7], max_new=80) == target.greedy_decode([2, 7], 80)
+        s = dec.stats
+        # target_step got exactly the proposal ([0] included); the last round may have had
+        # k = 0 (one token left), when draft_step is not called
+        assert seen[:len(calls)] == [j for _, _, j in calls] and seen[len(calls):] in ([], [0])
+        assert s.draft_calls == len(calls) and s.rounds == len(seen) == s.target_calls
+        assert s.proposed_length_counts == [seen.count(j) for j in range(5)]
+        assert s.proposed == sum(seen) and s.new_tokens == 80 == s.accepted + s.rounds
+        assert s.proposed_length_counts[0] >= 3 and s.full_acceptance_counts[0] == s.proposed_length_counts[0]
+        assert s.decided_by_position[0] == s.rounds - s.proposed_length_counts[0]  # j = 0 decides nothing
+    # A draft that never proposes: plain greedy decoding, one target call per token.
+    dec = sv.SpeculativeDecoder(lambda prefix, k: ([], None), target.target_rows, k=4)
+    assert dec.generate([2, 7], max_new=30) == target.greedy_decode([2, 7], 30)
+    assert dec.stats.rounds == 30 == dec.stats.draft_calls + 1 and dec.stats.proposed == 0  # the last round: k = 0
+    assert dec.stats.tokens_per_target_call == 1.0 and dec.stats.acceptance_rate != dec.stats.acceptance_rate
+
+
+def test_sampled_rounds_with_0_to_k_proposals_and_probs(sv):
+    # Sampling with probs: every round is verified by accept on its j proposals; the output
+    # tokens have positive target probability, the statistics count what was proposed.
+    target, draft = pair(vocab=30, noise=1.0)
+    g = torch.Generator().manual_seed(9)
+    step, calls = scripted(draft, [2, 0, 4, 1, 3], greedy=False, generator=g)
+    dec = sv.SpeculativeDecoder(step, target.target_rows, k=4, greedy=False, generator=g)
+    out = dec.generate([0], max_new=300)
+    for i in range(1, len(out)):
+        assert target.probs(out[:i])[out[i]] > 0
+    s = dec.stats
+    assert s.proposed == sum(j for _, _, j in calls) and s.draft_calls == len(calls)
+    assert s.proposed_length_counts == [sum(1 for *_, j in calls if j == m) for m in range(5)]
+    assert 0 < s.acceptance_rate < 1
+
+
+def test_verifier_gets_one_hot_drafts_as_none(sv):
+    # Sampling with a draft that returns no probs: the verifier gets None (one-hot drafts),
+    # or an empty [0, V] when nothing was proposed.
+    target, draft = pair(vocab=12)
+    got = []
+
+    def verifier(rows, probs, tokens, generator):
+        got.append((tokens.numel(), probs if probs is None else tuple(probs.shape)))
+        return 0, int(rows[0].argmax())
+
+    step, calls = scripted(draft, [2, 0, 3], with_probs=False)
+    dec = sv.SpeculativeDecoder(step, target.target_rows, k=3, greedy=False, verifier=verifier)
+    dec.generate([1], max_new=6)
+    assert got == [(2, None), (0, (0, 12)), (3, None), (2, None), (0, (0, 12)), (0, (0, 12))]
+
+
+def test_method_argument(sv):
+    target, draft = pair()
+    d, t = draft.greedy_draft, target.target_rows
+    assert sv.SpeculativeDecoder(d, t).method == "token"
+    assert sv.SpeculativeDecoder(d, t, greedy=False).verifier is sv.accept
+    dec = sv.SpeculativeDecoder(d, t, method="block")
+    assert dec.method == "block" and repr(dec) == "SpeculativeDecoder(k=4, greedy=True, method='block')"
+    # Greedy verification has one rule: "block" gives plain greedy decoding too.
+    assert dec.generate([3], max_new=30) == target.greedy_decode([3], 30)
+    cases = [
+        (dict(method="tree"), ValueError, "SpeculativeDecoder: method must be \"token\" or \"block\", got 'tree'"),
+        (dict(method=None), TypeError, "SpeculativeDecoder: method must be a str, \"token\" or \"block\", got NoneType"),
+        (dict(method="block", verifier=sv.accept), ValueError,
+         "method='block' chooses the default verifier's rule; a custom verifier decides its own"),
+    ]
+    for kwargs, exc, msg in cases:
+        with pytest.raises(exc, match=msg):
+            sv.SpeculativeDecoder(d, t, **kwargs)
+    logits = lambda p, proposed: target.target_rows(p, proposed, logits=True)  # noqa: E731
+    with pytest.raises(ValueError, match="SpeculativeDecoder.from_logits: method must be"):
+        sv.SpeculativeDecoder.from_logits(draft.logits, logits, method="Block")
+    dec = sv.SpeculativeDecoder.from_logits(draft.logits, logits, 3, temperature=0, method="block")
+    assert "method='block'" in repr(dec) and dec.generate([3], max_new=20) == target.greedy_decode([3], 20)
+
+
+def test_from_logits_with_a_token_drafter(sv):
+    target, draft = pair(vocab=20)
+    logits = lambda p, proposed: target.target_rows(p, proposed, logits=True)  # noqa: E731
+    step, calls = scripted(draft, [3, 0, 1])
+    dec = sv.SpeculativeDecoder.from_logits(None, logits, 3, temperature=0, draft_step=step)
+    assert dec.generate([4], max_new=40) == target.greedy_decode([4], 40)
+    assert dec.stats.proposed == sum(j for *_, j in calls) and dec.stats.proposed_length_counts[0] > 0
+    what = "SpeculativeDecoder.from_logits"
+    with pytest.raises(ValueError, match=f"{what}: pass draft_logits_step or draft_step, not both"):
+        sv.SpeculativeDecoder.from_logits(draft.logits, logits, draft_step=step)
+    with pytest.raises(TypeError, match=f"{what}: draft_step must be callable, got int"):
+        sv.SpeculativeDecoder.from_logits(None, logits, draft_step=3)
+    with pytest.raises(TypeError, match=f"{what}: draft_logits_step must be callable, got NoneType"):
+        sv.SpeculativeDecoder.from_logits(None, logits)
+    # Draft logits with the wrong number of rows are reported as draft_step's logits.
+    bad = sv.SpeculativeDecoder.from_logits(None, logits, 3, temperature=0.5,
+                                            draft_step=lambda p, k: ([1, 2], torch.zeros(3, 20)))
+    with pytest.raises(ValueError, match=r"draft_step returned logits of shape \[3, 20\], expected \[j, V\] with j = 2"):
+        bad.generate([1], max_new=5)
+
+
+# These need the one-hot and block kernels (accept(target, None, ...), method="block").
+
+@pytest.mark.parametrize("method", ["token", "block"])
+def test_sampling_with_one_hot_drafts_and_variable_proposals(sv, method):
+    target, draft = pair(vocab=30, noise=1.0)
+    g = torch.Generator().manual_seed(10)
+    for with_probs in (False, True):
+        step, calls = scripted(draft, [2, 0, 4, 1, 3], greedy=False, generator=g, with_probs=with_probs)
+        dec = sv.SpeculativeDecoder(step, target.target_rows, k=4, greedy=False, generator=g, method=method)
+        out = dec.generate([0], max_new=200)
+        for i in range(1, len(out)):
+            assert target.probs(out[:i])[out[i]] > 0
+        s = dec.stats
+        assert s.proposed == sum(j for *_, j in calls) and 0 < s.acceptance_rate < 1
+    # from_logits with a token drafter: accept_logits(target, None, tokens) on warped rows.
+    logits = lambda p, proposed: target.target_rows(p, proposed, logits=True)  # noqa: E731
+    step, calls = scripted(draft, [3, 0, 1], with_probs=False)
+    dec = sv.SpeculativeDecoder.from_logits(None, logits, 3, temperature=0.8, top_p=0.9, generator=g,
+                                            draft_step=step, method=method)
+    out = dec.generate([4], max_new=100)
+    assert len(out) == 101 and 0 < dec.stats.acceptance_rate < 1

@@ -520,8 +520,9 @@ class SpeculativeDecoder:
             raise TypeError(f"{what}: generator must be a torch.Generator or None, got {type(generator).__name__}")
         method = _method(what, method)
         greedy = temperature == 0.0
-        # accept_logits learns `method` with block verification; "token" is its default.
-        method_kw = {} if method == "token" else {"method": method}
+        # accept_logits learns `method` with block verification; "token" is its default, and
+        # at temperature 0 both are the greedy rule.
+        method_kw = {} if method == "token" or greedy else {"method": method}
 
         def verifier(rows, draft_rows, tokens, gen):
             return accept_logits(rows, draft_rows, tokens, temperature=temperature, top_k=top_k, top_p=top_p,
