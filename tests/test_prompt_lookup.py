@@ -11,7 +11,7 @@
   two tokens and the position, so the law of every sequence of MAX_NEW = 4 new tokens is
   exact (sequence_law). Null hypothesis: the GENERATIONS = 12000 sequences from one prompt
   are a multinomial sample from that law. Test: tests/law.py's G-test (cells expecting fewer
-  than 5 pooled). Threshold: p < P_MIN = 1e-8 fails; with four cases a correct decoder fails
+  than 5 pooled). Threshold: p < P_MIN = 1e-8 fails; with six cases a correct decoder fails
   a run with probability < 1e-7. Seeds are fixed, so a run is repeatable. Power: the same
   test must reject (p < P_MIN) a one-hot verifier that draws the correction from p_i with
   t_i left in.
@@ -289,14 +289,16 @@ def lookup_counts(sv, seed, k, verifier=None, logits=None, method="token"):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed,k,verifier", [(45, 3, "reference"), (48, 3, "kernel"), (52, 1, "kernel"),
-                                             (53, 6, "logits")])
-def test_sampled_sequences_follow_the_target_law(sv, seed, k, verifier):
+@pytest.mark.parametrize("seed,k,verifier,method", [(45, 3, "reference", "token"), (48, 3, "kernel", "token"),
+                                                    (52, 1, "kernel", "token"), (53, 6, "logits", "token"),
+                                                    (48, 3, "kernel", "block"), (53, 6, "logits", "block")])
+def test_sampled_sequences_follow_the_target_law(sv, seed, k, verifier, method):
     # "reference": the decoder's plumbing with a float64 one-hot verifier (the hook); "kernel":
-    # the default verifier, accept(target, None, tokens); "logits": from_logits with
-    # draft_step, accept_logits(target, None, tokens) on the warped rows.
+    # the default verifier, accept(target, None, tokens, method=method); "logits": from_logits
+    # with draft_step, accept_logits(target, None, tokens, method=method) on the warped rows.
     counts, law, rate, empty = lookup_counts(sv, seed, k, verifier=reference_one_hot if verifier == "reference"
-                                             else None, logits=True if verifier == "logits" else None)
+                                             else None, logits=True if verifier == "logits" else None,
+                                             method=method)
     g, df, p = g_test(counts, law)
     assert 0.2 < rate < 0.95 and empty > 0, f"acceptance rate {rate:.2f}, {empty} rounds without a proposal"
     assert p > P_MIN, f"G = {g:.1f}, df = {df}, p = {p:.3g}"
