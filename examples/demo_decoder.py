@@ -11,11 +11,19 @@ Three runs: greedy (checked against plain greedy decoding), sampling from the pr
 rows, and sampling from logits with temperature 0.9 and top-p 0.95 through
 SpeculativeDecoder.from_logits (the n-gram rows' logarithms as logits).
 
+Then prompt lookup, no draft model: the task is to write out again a source file of the
+standard library given in the prompt, and the target is the n-gram model with a copy
+component over the prompt (`CopyTarget`), the way a language model's attention copies from
+its context. `PromptLookup` drafts by copying from the prefix; greedy (checked against plain
+greedy decoding) and sampled (one-hot drafts), each timed against plain decoding.
+
     run(sv)   what examples/demo.py calls; standalone: .venv/bin/python examples/demo_decoder.py
 """
 from __future__ import annotations
 
+import difflib
 import os
+import statistics
 import sysconfig
 import time
 from pathlib import Path
@@ -29,6 +37,11 @@ TARGET_ORDER, DRAFT_ORDER = 6, 4  # n-gram orders: context = order - 1 bytes
 CORPUS_BYTES = 3_000_000
 PROMPT = b"    def __init__(self, "
 K, MAX_NEW = 4, 400
+# Prompt lookup: rewrite this file; the copy component's contexts; the forward-pass stand-in.
+REWRITE_FILE, REWRITE_NEW = "colorsys.py", 2000
+COPY_MIN, COPY_MAX, COPY_BETA = 4, 64, 0.02
+WEIGHT_DIM = 2048  # a 2048 x 2048 float32 matrix: 16 MB read per target call
+LOOKUP_K, LOOKUP_MAX_NGRAM, LOOKUP_MIN_NGRAM = 8, 8, 2
 
 
 def stdlib_corpus(limit: int = CORPUS_BYTES) -> bytes:
@@ -110,6 +123,74 @@ class NGram:
         return seq
 
 
+class CopyTarget:
+    """The target of the rewriting task: the byte n-gram model mixed with a copy component.
+
+    copy(x) = the share of the document's occurrences of the current context followed by x,
+    for the longest context of COPY_MIN..COPY_MAX bytes that occurs in the document;
+    p = lam * copy + (1 - lam) * ngram with lam = n / (n + COPY_BETA), n those occurrences
+    (lam = 0 when no context of COPY_MIN bytes occurs). A cache model (Kuhn and De Mori,
+    1990) over the prompt: it reproduces the document where its contexts are unambiguous.
+
+    Each call also runs `weights` (a [d, d] float32 matrix) over its j+1 positions, a stand-in
+    for the forward pass of a real model: on a CPU a forward pass reads every weight once per
+    call, whether it scores 1 position or 9, which is what speculative decoding exploits; the
+    n-gram rows alone cost a dictionary lookup and would hide that.
+    """
+
+    def __init__(self, ngram: "NGram", document: bytes, weight_dim: int):
+        self.ngram = ngram
+        self.tables = {}
+        for c in range(COPY_MIN, COPY_MAX + 1):
+            table: Dict[bytes, Dict[int, int]] = {}
+            for i in range(c, len(document)):
+                nxt = table.setdefault(document[i - c:i], {})
+                nxt[document[i]] = nxt.get(document[i], 0) + 1
+            self.tables[c] = table
+        g = torch.Generator().manual_seed(0)
+        self.weights = torch.randn(weight_dim, weight_dim, generator=g) / weight_dim ** 0.5 if weight_dim else None
+        self._rows: Dict[bytes, torch.Tensor] = {}
+
+    def probs(self, seq: List[int]) -> torch.Tensor:
+        ctx = bytes(seq[-COPY_MAX:])
+        row = self._rows.get(ctx)
+        if row is None:
+            row = self.ngram.probs(seq)
+            for c in range(min(COPY_MAX, len(ctx)), COPY_MIN - 1, -1):
+                follow = self.tables[c].get(ctx[len(ctx) - c:])
+                if follow:
+                    n = sum(follow.values())
+                    copy = torch.zeros(V)
+                    copy[list(follow)] = torch.tensor(list(follow.values()), dtype=torch.float32) / n
+                    lam = n / (n + COPY_BETA)
+                    row = lam * copy + (1 - lam) * row
+                    break
+            self._rows[ctx] = row
+        return row
+
+    def forward_stand_in(self, positions: int) -> None:
+        if self.weights is not None:
+            torch.ones(positions, self.weights.shape[0]) @ self.weights
+
+    def target(self, prefix, proposed):
+        self.forward_stand_in(len(proposed) + 1)
+        seq, rows = list(prefix), []
+        for t in proposed.tolist() + [None]:
+            rows.append(self.probs(seq))
+            if t is not None:
+                seq.append(t)
+        return torch.stack(rows)
+
+    def plain_decode(self, prompt: List[int], max_new: int, generator=None) -> List[int]:
+        """Plain decoding: one call (one position) per token; greedy when generator is None."""
+        seq = list(prompt)
+        for _ in range(max_new):
+            self.forward_stand_in(1)
+            row = self.probs(seq)
+            seq.append(int(row.argmax()) if generator is None else int(torch.multinomial(row, 1, generator=generator)))
+        return seq
+
+
 def show(tokens: List[int], width: int = 88) -> str:
     text = bytes(tokens).decode("utf-8", "replace").rstrip()
     lines = text.splitlines()[:9]
@@ -168,6 +249,69 @@ def run(sv) -> None:
     print("\n sampling from logits, temperature 0.9, top-p 0.95 (SpeculativeDecoder.from_logits), seed 0:")
     print(show(out))
     print(stats_lines(dec.stats))
+
+    prompt_lookup_run(sv, target)
+
+
+def similarity(out: List[int], document: bytes) -> str:
+    written = bytes(out)
+    ratio = difflib.SequenceMatcher(None, written, document[80:80 + len(written)], autojunk=False).ratio()
+    return f"the output is {ratio:.0%} the same as the file (difflib's ratio)"
+
+
+def timed(f):
+    t0 = time.perf_counter()
+    out = f()
+    return out, time.perf_counter() - t0
+
+
+def prompt_lookup_run(sv, ngram: NGram) -> None:
+    document = (Path(sysconfig.get_paths()["stdlib"]) / REWRITE_FILE).read_bytes()
+    # The prompt: the file, then the start of its copy; the output is the rest of the copy.
+    prompt = list(document + b"\n\n" + document[:80])
+    target = CopyTarget(ngram, document, WEIGHT_DIM)
+    lookup = sv.PromptLookup(max_ngram=LOOKUP_MAX_NGRAM, min_ngram=LOOKUP_MIN_NGRAM)
+    print(f"\nPrompt lookup, no draft model: write out {REWRITE_FILE} ({len(document)} bytes) again, given it in "
+          f"the prompt ({len(prompt)} bytes)")
+    print(f"(target: the {TARGET_ORDER - 1}-byte n-gram model plus a copy component over the prompt; each call "
+          f"also reads a {WEIGHT_DIM} x {WEIGHT_DIM} float32 matrix, {WEIGHT_DIM ** 2 * 4 / 2 ** 20:.0f} MB, as a "
+          f"stand-in for a forward pass; {lookup!r}, K = {LOOKUP_K}, {REWRITE_NEW} new bytes)")
+    target.plain_decode(prompt, REWRITE_NEW)  # warm-up: rows memoised, as both runs below find them
+    one = statistics.median(timed(lambda: target.forward_stand_in(1))[1] for _ in range(30))
+    nine = statistics.median(timed(lambda: target.forward_stand_in(LOOKUP_K + 1))[1] for _ in range(30))
+    print(f"(the stand-in costs {one * 1e3:.2f} ms for 1 position, {nine * 1e3:.2f} ms for {LOOKUP_K + 1})")
+
+    plain, plain_s = timed(lambda: target.plain_decode(prompt, REWRITE_NEW))
+    dec = sv.SpeculativeDecoder(lookup, target.target, k=LOOKUP_K, greedy=True)
+    out, spec_s = timed(lambda: dec.generate(prompt, max_new=REWRITE_NEW))
+    same = out == plain
+    print("\n greedy:")
+    print(show(out[len(prompt):]))
+    print(stats_lines(dec.stats))
+    print(f"   rounds without a proposal: {dec.stats.proposed_length_counts[0]}; {similarity(out[len(prompt):], document)}")
+    print(f"   wall time: {spec_s:.2f} s against {plain_s:.2f} s for plain greedy decoding of the same output: "
+          f"{plain_s / spec_s:.2f}x")
+    print(f"   output equals plain greedy decoding of the target: {'yes' if same else 'NO'}")
+    if not same:
+        raise SystemExit("greedy output with PromptLookup differs from plain greedy decoding")
+    default = sv.PromptLookup()  # n-grams of 1 to 3 bytes: short matches, often the wrong occurrence
+    dec_default = sv.SpeculativeDecoder(default, target.target, k=LOOKUP_K, greedy=True)
+    out, default_s = timed(lambda: dec_default.generate(prompt, max_new=REWRITE_NEW))
+    print(f"   with {default!r}: {dec_default.stats.tokens_per_target_call:.2f} tokens per target call, "
+          f"{plain_s / default_s:.2f}x (same output: {'yes' if out == plain else 'NO'})")
+
+    g = torch.Generator().manual_seed(0)
+    _, plain_s = timed(lambda: target.plain_decode(prompt, REWRITE_NEW, generator=g))
+    g = torch.Generator().manual_seed(0)
+    dec = sv.SpeculativeDecoder(lookup, target.target, k=LOOKUP_K, greedy=False, generator=g)
+    out, spec_s = timed(lambda: dec.generate(prompt, max_new=REWRITE_NEW))
+    print("\n sampling (one-hot drafts: accept(target_rows, None, tokens); the output follows the target's law), "
+          "seed 0:")
+    print(show(out[len(prompt):]))
+    print(stats_lines(dec.stats))
+    print(f"   rounds without a proposal: {dec.stats.proposed_length_counts[0]}; {similarity(out[len(prompt):], document)}")
+    print(f"   wall time: {spec_s:.2f} s against {plain_s:.2f} s for plain sampling of as many bytes: "
+          f"{plain_s / spec_s:.2f}x")
 
 
 if __name__ == "__main__":

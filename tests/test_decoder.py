@@ -52,10 +52,7 @@ def test_bad_callback_output(sv):
     target, draft = pair()
     dec = sv.SpeculativeDecoder(lambda prefix, k: (torch.zeros(k + 1, dtype=torch.int64), None),
                                 target.target_rows, k=3)
-    with pytest.raises(ValueError, match="draft_step returned 4 tokens, expected k = 3"):
-        dec.generate([1], max_new=10)
-    dec = sv.SpeculativeDecoder(draft.greedy_draft, target.target_rows, k=3, greedy=False)
-    with pytest.raises(ValueError, match="must return the draft probabilities"):
+    with pytest.raises(ValueError, match="draft_step returned 4 tokens, expected at most k = 3"):
         dec.generate([1], max_new=10)
 
 
@@ -347,10 +344,11 @@ def test_bad_callback_output_names_the_callback(sv):
         (lambda p, k: ([True] * k, None), rows, True, TypeError, r"draft_step's tokens\[0\] must be an int, got bool"),
         (lambda p, k: ([0, 1.0, 2][:k], None), rows, True, TypeError, r"draft_step's tokens\[1\] must be an int, got float"),
         (lambda p, k: (torch.zeros(1, k, dtype=torch.int64), None), rows, True, ValueError,
-         r"draft_step's tokens must be 1-D, k = 3 ids, got shape \[1, 3\]"),
+         r"draft_step's tokens must be 1-D, at most k = 3 ids, got shape \[1, 3\]"),
         (lambda p, k: ("abc", None), rows, True, TypeError,
          "draft_step's tokens must be a 1-D integer tensor or a list of ints, got str"),
-        (lambda p, k: (good_tokens(k - 1), None), rows, True, ValueError, "draft_step returned 2 tokens, expected k = 3"),
+        (lambda p, k: (good_tokens(k + 1), None), rows, True, ValueError,
+         "draft_step returned 4 tokens, expected at most k = 3"),
         (lambda p, k: (good_tokens(k).to("meta"), None), rows, True, ValueError,
          "draft_step's tokens must be on the CPU, got a tensor on meta"),
         # Values beyond int64 are reported as they are, not wrapped or overflowed.
@@ -365,7 +363,8 @@ def test_bad_callback_output_names_the_callback(sv):
         (lambda p, k: ([0] * k, None), lambda p, t: rows(p, t).double(), True, TypeError,
          "target_step returned rows of dtype torch.float64"),
         (lambda p, k: ([0] * k, None), lambda p, t: rows(p, t)[:-1], True, ValueError,
-         r"target_step returned rows of shape \[3, 10\], expected \[k\+1, V\] = \[4, V\]"),
+         r"target_step returned rows of shape \[3, 10\], expected \[j\+1, V\] = \[4, V\] with V > 0 for the j = 3 "
+         "proposed tokens"),
         (lambda p, k: ([0] * k, None), lambda p, t: rows(p, t)[None], True, ValueError,
          r"target_step returned rows of shape \[1, 4, 10\]"),
         (lambda p, k: ([0] * k, None), lambda p, t: rows(p, t).to("meta"), True, ValueError,
@@ -379,7 +378,13 @@ def test_bad_callback_output_names_the_callback(sv):
          r"the verification op rejected target_step's rows: spec_verify.verify_greedy: target_probs\[0, 0\] = nan"),
         (lambda p, k: (good_tokens(k), q(k).double()), rows, False, TypeError,
          "draft_step returned probs of dtype torch.float64"),
-        (lambda p, k: (good_tokens(k), q(k + 1)), rows, False, ValueError, r"draft_step returned probs of shape \[4, 10\]"),
+        (lambda p, k: (good_tokens(k), q(k + 1)), rows, False, ValueError,
+         r"draft_step returned probs of shape \[4, 10\], expected \[j, V\] with j = 3, the number of tokens"),
+        # Fewer tokens than k are fine, but the probs must have one row per token.
+        (lambda p, k: (good_tokens(k - 1), q(k)), rows, False, ValueError,
+         r"draft_step returned probs of shape \[3, 10\], expected \[j, V\] with j = 2"),
+        (lambda p, k: (good_tokens(0), q(1)), rows, False, ValueError,
+         r"draft_step returned probs of shape \[1, 10\], expected \[j, V\] with j = 0"),
         (lambda p, k: (good_tokens(k), [[0.1] * 10] * k), rows, False, TypeError, "draft_step returned probs as a list"),
         (lambda p, k: (good_tokens(k), torch.full((k, 9), 0.1)), rows, False, ValueError,
          "draft_step returned probs with V = 9 columns but target_step returned rows with V = 10"),
@@ -567,7 +572,8 @@ def test_verifier_output_is_checked(sv):
     target, draft = pair(vocab=10)
     cases = [
         (lambda r, p, t, g: (t.numel() + 1, 0), ValueError,
-         r"the verifier returned \(n_accepted, next_token\) = \(4, 0\), expected 0 <= n_accepted <= k = 3"),
+         r"the verifier returned \(n_accepted, next_token\) = \(4, 0\), expected 0 <= n_accepted <= j = 3 \(the "
+         r"proposed tokens\)"),
         (lambda r, p, t, g: (-1, 0), ValueError, r"= \(-1, 0\)"),
         (lambda r, p, t, g: (0, 10), ValueError, r"0 <= next_token < V = 10"),
         (lambda r, p, t, g: 0, TypeError, "the verifier must return a pair"),
@@ -613,3 +619,151 @@ def test_op_errors_are_attributed_by_the_argument_named_first(sv):
         else:
             assert str(info.value).startswith("SpeculativeDecoder: " + wrapped), str(info.value)
             assert str(info.value).endswith(message)
+
+
+# Drafts of 0..k tokens, one-hot drafts, the verification method ---------------------------
+
+def scripted(draft, counts, greedy=True, generator=None, with_probs=True):
+    """A draft_step that proposes counts[r % len(counts)] tokens in round r (capped at the k
+    it is given), from draft's greedy or sampled tokens; probs [j, V] or None."""
+    inner = draft.greedy_draft if greedy else draft.sampling_draft(generator)
+    calls = []
+
+    def step(prefix, k):
+        j = min(k, counts[len(calls) % len(counts)])
+        calls.append((len(prefix), k, j))
+        tokens, probs = inner(prefix, j)
+        return tokens, (probs if with_probs else None)
+    return step, calls
+
+
+def test_rounds_with_0_to_k_proposals(sv):
+    target, draft = pair(noise=1.0)
+    seen = []
+
+    def target_step(prefix, proposed):
+        seen.append(proposed.shape[0])
+        assert proposed.dtype == torch.int64 and proposed.is_contiguous()
+        return target.target_rows(prefix, proposed)
+
+    counts = [0, 3, 1, 4, 2, 0, 0, 4]
+    for use_probs in (False, True):
+        step, calls = scripted(draft, counts, with_probs=use_probs)
+        seen.clear()
+        dec = sv.SpeculativeDecoder(step, target_step, k=4)
+        assert dec.generate([2, 7], max_new=80) == target.greedy_decode([2, 7], 80)
+        s = dec.stats
+        # target_step got exactly the proposal ([0] included); the last round may have had
+        # k = 0 (one token left), when draft_step is not called
+        assert seen[:len(calls)] == [j for _, _, j in calls] and seen[len(calls):] in ([], [0])
+        assert s.draft_calls == len(calls) and s.rounds == len(seen) == s.target_calls
+        assert s.proposed_length_counts == [seen.count(j) for j in range(5)]
+        assert s.proposed == sum(seen) and s.new_tokens == 80 == s.accepted + s.rounds
+        assert s.proposed_length_counts[0] >= 3 and s.full_acceptance_counts[0] == s.proposed_length_counts[0]
+        assert s.decided_by_position[0] == s.rounds - s.proposed_length_counts[0]  # j = 0 decides nothing
+    # A draft that never proposes: plain greedy decoding, one target call per token.
+    dec = sv.SpeculativeDecoder(lambda prefix, k: ([], None), target.target_rows, k=4)
+    assert dec.generate([2, 7], max_new=30) == target.greedy_decode([2, 7], 30)
+    assert dec.stats.rounds == 30 == dec.stats.draft_calls + 1 and dec.stats.proposed == 0  # the last round: k = 0
+    assert dec.stats.tokens_per_target_call == 1.0 and dec.stats.acceptance_rate != dec.stats.acceptance_rate
+
+
+def test_sampled_rounds_with_0_to_k_proposals_and_probs(sv):
+    # Sampling with probs: every round is verified by accept on its j proposals; the output
+    # tokens have positive target probability, the statistics count what was proposed.
+    target, draft = pair(vocab=30, noise=1.0)
+    g = torch.Generator().manual_seed(9)
+    step, calls = scripted(draft, [2, 0, 4, 1, 3], greedy=False, generator=g)
+    dec = sv.SpeculativeDecoder(step, target.target_rows, k=4, greedy=False, generator=g)
+    out = dec.generate([0], max_new=300)
+    for i in range(1, len(out)):
+        assert target.probs(out[:i])[out[i]] > 0
+    s = dec.stats
+    assert s.proposed == sum(j for _, _, j in calls) and s.draft_calls == len(calls)
+    assert s.proposed_length_counts == [sum(1 for *_, j in calls if j == m) for m in range(5)]
+    assert 0 < s.acceptance_rate < 1
+
+
+def test_verifier_gets_one_hot_drafts_as_none(sv):
+    # Sampling with a draft that returns no probs: the verifier gets None (one-hot drafts),
+    # or an empty [0, V] when nothing was proposed.
+    target, draft = pair(vocab=12)
+    got = []
+
+    def verifier(rows, probs, tokens, generator):
+        got.append((tokens.numel(), probs if probs is None else tuple(probs.shape)))
+        return 0, int(rows[0].argmax())
+
+    step, calls = scripted(draft, [2, 0, 3], with_probs=False)
+    dec = sv.SpeculativeDecoder(step, target.target_rows, k=3, greedy=False, verifier=verifier)
+    dec.generate([1], max_new=6)
+    assert got == [(2, None), (0, (0, 12)), (3, None), (2, None), (0, (0, 12)), (0, (0, 12))]
+
+
+def test_method_argument(sv):
+    target, draft = pair()
+    d, t = draft.greedy_draft, target.target_rows
+    assert sv.SpeculativeDecoder(d, t).method == "token"
+    assert sv.SpeculativeDecoder(d, t, greedy=False).verifier is sv.accept
+    dec = sv.SpeculativeDecoder(d, t, method="block")
+    assert dec.method == "block" and repr(dec) == "SpeculativeDecoder(k=4, greedy=True, method='block')"
+    # Greedy verification has one rule: "block" gives plain greedy decoding too.
+    assert dec.generate([3], max_new=30) == target.greedy_decode([3], 30)
+    cases = [
+        (dict(method="tree"), ValueError, "SpeculativeDecoder: method must be \"token\" or \"block\", got 'tree'"),
+        (dict(method=None), TypeError, "SpeculativeDecoder: method must be a str, \"token\" or \"block\", got NoneType"),
+        (dict(method="block", verifier=sv.accept), ValueError,
+         "method='block' chooses the default verifier's rule; a custom verifier decides its own"),
+    ]
+    for kwargs, exc, msg in cases:
+        with pytest.raises(exc, match=msg):
+            sv.SpeculativeDecoder(d, t, **kwargs)
+    logits = lambda p, proposed: target.target_rows(p, proposed, logits=True)  # noqa: E731
+    with pytest.raises(ValueError, match="SpeculativeDecoder.from_logits: method must be"):
+        sv.SpeculativeDecoder.from_logits(draft.logits, logits, method="Block")
+    dec = sv.SpeculativeDecoder.from_logits(draft.logits, logits, 3, temperature=0, method="block")
+    assert "method='block'" in repr(dec) and dec.generate([3], max_new=20) == target.greedy_decode([3], 20)
+
+
+def test_from_logits_with_a_token_drafter(sv):
+    target, draft = pair(vocab=20)
+    logits = lambda p, proposed: target.target_rows(p, proposed, logits=True)  # noqa: E731
+    step, calls = scripted(draft, [3, 0, 1])
+    dec = sv.SpeculativeDecoder.from_logits(None, logits, 3, temperature=0, draft_step=step)
+    assert dec.generate([4], max_new=40) == target.greedy_decode([4], 40)
+    assert dec.stats.proposed == sum(j for *_, j in calls) and dec.stats.proposed_length_counts[0] > 0
+    what = "SpeculativeDecoder.from_logits"
+    with pytest.raises(ValueError, match=f"{what}: pass draft_logits_step or draft_step, not both"):
+        sv.SpeculativeDecoder.from_logits(draft.logits, logits, draft_step=step)
+    with pytest.raises(TypeError, match=f"{what}: draft_step must be callable, got int"):
+        sv.SpeculativeDecoder.from_logits(None, logits, draft_step=3)
+    with pytest.raises(TypeError, match=f"{what}: draft_logits_step must be callable, got NoneType"):
+        sv.SpeculativeDecoder.from_logits(None, logits)
+    # Draft logits with the wrong number of rows are reported as draft_step's logits.
+    bad = sv.SpeculativeDecoder.from_logits(None, logits, 3, temperature=0.5,
+                                            draft_step=lambda p, k: ([1, 2], torch.zeros(3, 20)))
+    with pytest.raises(ValueError, match=r"draft_step returned logits of shape \[3, 20\], expected \[j, V\] with j = 2"):
+        bad.generate([1], max_new=5)
+
+
+# These need the one-hot and block kernels (accept(target, None, ...), method="block").
+
+@pytest.mark.parametrize("method", ["token", "block"])
+def test_sampling_with_one_hot_drafts_and_variable_proposals(sv, method):
+    target, draft = pair(vocab=30, noise=1.0)
+    g = torch.Generator().manual_seed(10)
+    for with_probs in (False, True):
+        step, calls = scripted(draft, [2, 0, 4, 1, 3], greedy=False, generator=g, with_probs=with_probs)
+        dec = sv.SpeculativeDecoder(step, target.target_rows, k=4, greedy=False, generator=g, method=method)
+        out = dec.generate([0], max_new=200)
+        for i in range(1, len(out)):
+            assert target.probs(out[:i])[out[i]] > 0
+        s = dec.stats
+        assert s.proposed == sum(j for *_, j in calls) and 0 < s.acceptance_rate < 1
+    # from_logits with a token drafter: accept_logits(target, None, tokens) on warped rows.
+    logits = lambda p, proposed: target.target_rows(p, proposed, logits=True)  # noqa: E731
+    step, calls = scripted(draft, [3, 0, 1], with_probs=False)
+    dec = sv.SpeculativeDecoder.from_logits(None, logits, 3, temperature=0.8, top_p=0.9, generator=g,
+                                            draft_step=step, method=method)
+    out = dec.generate([4], max_new=100)
+    assert len(out) == 101 and 0 < dec.stats.acceptance_rate < 1

@@ -8,6 +8,8 @@ sample, sample_with_uniforms  a token per logits row from its warped distributio
 accept_logits, accept_logits_with_uniforms  accept on the warped rows of target and draft logits.
 SpeculativeDecoder  the draft/verify loop over user callbacks (or, from_logits, over two
                     logits functions); DecodeStats its statistics.
+PromptLookup        a draft_step without a draft model: copies the continuation of the
+                    prefix's suffix n-gram from its last earlier occurrence.
 transformers        speculative_decoder(draft_model, target_model, ...) for two Hugging Face
                     causal LMs (imports transformers only when called).
 isa, available_isas the instruction-set path in use, and those this CPU can run.
@@ -33,6 +35,7 @@ from ._api import (  # noqa: F401
 )
 from ._ops import ops  # noqa: F401
 from .decoder import DecodeStats, SpeculativeDecoder
+from .prompt_lookup import PromptLookup
 from . import transformers  # noqa: F401,E402  (a module: transformers itself is imported lazily)
 
 __all__ = [
@@ -46,6 +49,7 @@ __all__ = [
     "accept_logits_with_uniforms",
     "SpeculativeDecoder",
     "DecodeStats",
+    "PromptLookup",
     "isa",
     "available_isas",
 ]

@@ -3,25 +3,32 @@
 Contract with the callbacks (what a KV cache can rely on). Within one generation, every
 round calls
 
-    draft_step(prefix, k)          -> (tokens [k] integer, probs [k, V] float32 or None)
-    target_step(prefix, proposed)  -> rows [k+1, V] float32
+    draft_step(prefix, k)          -> (tokens [j] integer, probs [j, V] float32 or None), 0 <= j <= k
+    target_step(prefix, proposed)  -> rows [j+1, V] float32, proposed = the j tokens
 
 with the same `prefix`: a fresh list holding the prompt followed by every token emitted so
-far (the verified prefix). The prefix of the next round is this prefix + proposed[:n] + [x],
-where n is the number of accepted draft tokens and x the emitted token; so each prefix
-extends the last verified one, and of what a callback fed its model last round, everything
-up to len(prefix) + n is still valid. draft_step is not called when k = 0. A new
-generation starts again from its prompt.
+far (the verified prefix). A draft may propose fewer than k tokens, none included (a
+prompt-lookup draft that finds no match); a round with no proposal is a plain target step,
+target_step(prefix, []) -> [1, V]. `probs` None when sampling means one-hot drafts (tokens
+proposed without a distribution): the verification accepts t_i with probability
+p_i(t_i) and on rejection draws from p_i without t_i. The prefix of the next round is
+this prefix + proposed[:n] + [x], where n is the number of accepted draft tokens and x the
+emitted token; so each prefix extends the last verified one, and of what a callback fed its
+model last round, everything up to len(prefix) + n is still valid. draft_step is not
+called when k = 0 (near max_new, or a decoder made with k = 0). A new generation starts
+again from its prompt.
 
 `SpeculativeDecoder.from_logits` builds both callbacks' plumbing from two logits functions,
 
     draft_logits_step(seq)                 -> [V] float32 logits after seq
-    target_logits_step(prefix, proposed)   -> [k+1, V] float32 logits
+    target_logits_step(prefix, proposed)   -> [j+1, V] float32 logits
 
 sampling the draft tokens from the draft's warped rows (`sample`) and verifying with
 `accept_logits`, both with the same warping parameters. Within a round draft_logits_step
 is called with prefix, prefix + [t_0], ..., prefix + [t_0, ..., t_{k-2}] (a fresh list
-each time), so the same KV-cache reasoning holds.
+each time), so the same KV-cache reasoning holds. Given `draft_step=` instead (a drafter
+of tokens without logits, such as `PromptLookup`), it verifies one-hot drafts on the
+target's warped rows.
 """
 from __future__ import annotations
 
@@ -68,12 +75,15 @@ class DecodeStats:
     Attributes:
         k (`int`): as above.
         proposed_length_counts (`List[int]`): rounds by number of draft tokens proposed,
-            j = 0..k (j < k only near `max_new`; j = 0 means draft_step was not called).
+            j = 0..k (j < k near `max_new`, or when draft_step proposed fewer; j = 0 is a
+            plain target step: draft_step was not called or proposed nothing).
         accepted_length_counts (`List[int]`): rounds by number of draft tokens accepted,
             n = 0..k.
         full_acceptance_counts (`List[int]`): rounds that proposed j draft tokens and
             accepted all of them, by j = 0..k.
         new_tokens (`int`): tokens emitted.
+        draft_calls (`int`): calls of draft_step (rounds that asked for at least one token,
+            whatever it proposed).
         draft_ns, target_ns, verify_ns (`int`): nanoseconds in draft_step, in target_step,
             and in checking their output plus the verifier.
         stop_reason (`str`): `"max_new"`, `"stop_token"`, or `""` while running.
@@ -84,6 +94,7 @@ class DecodeStats:
     accepted_length_counts: List[int] = field(default_factory=list)
     full_acceptance_counts: List[int] = field(default_factory=list)
     new_tokens: int = 0
+    draft_calls: int = 0
     draft_ns: int = 0
     target_ns: int = 0
     verify_ns: int = 0
@@ -103,11 +114,6 @@ class DecodeStats:
     def target_calls(self) -> int:
         """Calls of target_step (one per round)."""
         return self.rounds
-
-    @property
-    def draft_calls(self) -> int:
-        """Calls of draft_step (rounds that proposed at least one token)."""
-        return self.rounds - self.proposed_length_counts[0]
 
     @property
     def proposed(self) -> int:
@@ -308,25 +314,52 @@ def _greedy_verifier(target_rows, draft_probs, tokens, generator):
     return verify_greedy(target_rows, tokens)
 
 
+_METHODS = ("token", "block")
+
+
+def _method(what: str, method) -> str:
+    if not isinstance(method, str):
+        raise TypeError(f"{what}: method must be a str, \"token\" or \"block\", got {type(method).__name__}")
+    if method not in _METHODS:
+        raise ValueError(f"{what}: method must be \"token\" or \"block\", got {method!r}")
+    return method
+
+
+def _accept_verifier(method: str) -> Verifier:
+    """The default verifier when sampling: `accept` itself for token-wise verification (draft
+    probs None: one-hot drafts), or `accept` with method="block"."""
+    if method == "token":
+        return accept
+
+    def block_verifier(target_rows, draft_probs, tokens, generator):
+        return accept(target_rows, draft_probs, tokens, generator, method=method)
+    return block_verifier
+
+
 class SpeculativeDecoder:
     """Speculative decoding with any draft and target model, given as two callbacks.
 
-    Each round the draft proposes up to k tokens, the target scores the k+1 positions in one
-    call, and the verifier decides which prefix of the proposal to keep and which token to
-    add. See the module docstring for how prefixes evolve (what a KV cache may keep), and
+    Each round the draft proposes up to k tokens (j, possibly 0), the target scores the j+1
+    positions in one call, and the verifier decides which prefix of the proposal to keep and
+    which token to add. See the module docstring for how prefixes evolve (what a KV cache may keep), and
     `DecodeStats` for the statistics left in `.stats` after (and during) each generation.
 
     Args:
         draft_step (`Callable[[List[int], int], tuple]`): `draft_step(prefix, k) -> (tokens,
-            probs)`: k proposed ids (a `[k]` tensor of any integer dtype on the CPU, or a list
-            of ints) and, when sampling, the float32 `[k, V]` rows they were drawn from (row
-            i the draft's distribution after `prefix + tokens[:i]`; unnormalised is fine;
-            may be None when `greedy=True`). Not called when k = 0.
+            probs)`: up to k proposed ids, j of them with 0 <= j <= k (a `[j]` tensor of any
+            integer dtype on the CPU, or a list of ints), and the float32 `[j, V]` rows they
+            were drawn from (row i the draft's distribution after `prefix + tokens[:i]`;
+            unnormalised is fine) or None. None when sampling means one-hot drafts: tokens
+            proposed without a distribution (prompt lookup, n-grams, a greedy draft model),
+            verified by `accept(target_rows, None, tokens)`; None is always fine when
+            `greedy=True`, where probs are not used. `PromptLookup()` is a draft_step. Not
+            called when k = 0.
         target_step (`Callable[[List[int], torch.Tensor], torch.Tensor]`):
-            `target_step(prefix, proposed) -> rows`: float32 `[k+1, V]` on the CPU, the
+            `target_step(prefix, proposed) -> rows`: float32 `[j+1, V]` on the CPU, the
             target's rows after `prefix`, `prefix + proposed[:1]`, ..., `prefix + proposed`.
-            `proposed` is a contiguous int64 `[k]` CPU tensor. Logits are fine with
-            `greedy=True`; probabilities (unnormalised is fine) when sampling.
+            `proposed` is a contiguous int64 `[j]` CPU tensor (`[0]` in a round without
+            proposals). Logits are fine with `greedy=True`; probabilities (unnormalised is
+            fine) when sampling.
         k (`int`, *optional*, defaults to 4): draft tokens per round, in `[0, MAX_K]`
             (`MAX_K = 1024`; see below). Fewer near `max_new`.
         greedy (`bool`, *optional*, defaults to `True`): temperature-0 verification (output
@@ -336,12 +369,17 @@ class SpeculativeDecoder:
         verifier (`Callable`, *optional*): the decision of a round,
             `verifier(target_rows, draft_probs, tokens, generator) -> (n_accepted,
             next_token)`: `target_rows` as target_step returned them, `draft_probs` the
-            float32 `[k, V]` rows from draft_step when `greedy=False` (an empty `[0, V]`
-            tensor when k = 0) and None when `greedy=True`, `tokens` the int64 `[k]`
-            proposal, `generator` the decoder's. It returns how many proposed tokens to keep
-            (`0 <= n_accepted <= k`) and the token to add (`0 <= next_token < V`). Defaults
-            to `verify_greedy` with `greedy=True` and `accept` otherwise; other rules
-            (block, one-hot or tree verification) plug in here.
+            float32 `[j, V]` rows from draft_step when `greedy=False` (an empty `[0, V]`
+            tensor when j = 0; None for one-hot drafts) and None when `greedy=True`,
+            `tokens` the int64 `[j]` proposal, `generator` the decoder's. It returns how
+            many proposed tokens to keep (`0 <= n_accepted <= j`) and the token to add
+            (`0 <= next_token < V`). Defaults to `verify_greedy` with `greedy=True` and
+            `accept` (with `method`) otherwise; other rules (tree verification) plug in here.
+        method (`str`, *optional*, defaults to `"token"`): the default verifier's rule when
+            sampling: `"token"` (token-wise rejection sampling) or `"block"` (block
+            verification, Sun et al. 2025: the same law, at least as many accepted tokens
+            on average, every position read). Greedy verification has one rule and ignores
+            it; with a custom `verifier` it must stay `"token"`.
 
     The bound on k: each round runs k draft steps and scores k+1 positions, while the
     expected number of accepted tokens is at most alpha / (1 - alpha) for a draft accepted
@@ -351,8 +389,9 @@ class SpeculativeDecoder:
     Raises:
         TypeError: a callback or verifier that is not callable, k not an int (bool is not
             one; NumPy integers and 0-d integer tensors are), greedy not a bool, generator
-            not a `torch.Generator`.
-        ValueError: k outside `[0, MAX_K]`.
+            not a `torch.Generator`, method not a str.
+        ValueError: k outside `[0, MAX_K]`; method neither `"token"` nor `"block"`, or
+            `"block"` with a custom verifier.
     """
 
     MAX_K = 1024
@@ -365,6 +404,8 @@ class SpeculativeDecoder:
         greedy: bool = True,
         generator: Optional[torch.Generator] = None,
         verifier: Optional[Verifier] = None,
+        *,
+        method: str = "token",
     ):
         for name, f in (("draft_step", draft_step), ("target_step", target_step)):
             if not callable(f):
@@ -374,31 +415,38 @@ class SpeculativeDecoder:
             raise TypeError(f"greedy must be a bool, got {type(greedy).__name__}")
         if generator is not None and not isinstance(generator, torch.Generator):
             raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+        method = _method("SpeculativeDecoder", method)
         if verifier is None:
-            verifier = _greedy_verifier if greedy else accept
+            verifier = _greedy_verifier if greedy else _accept_verifier(method)
         elif not callable(verifier):
             raise TypeError(f"verifier must be callable or None, got {type(verifier).__name__}")
+        elif method != "token":
+            raise ValueError(f"SpeculativeDecoder: method={method!r} chooses the default verifier's rule; "
+                             f"a custom verifier decides its own (leave method=\"token\")")
         self.draft_step = draft_step
         self.target_step = target_step
         self.k = k
         self.greedy = greedy
         self.generator = generator
         self.verifier = verifier
+        self.method = method
         self.stats = DecodeStats(k)
         # The warping parameters when made by from_logits (a dict), else None.
         self.warping: Optional[dict] = None
         self._target_name = "target_step"
+        self._draft_rows_name = "draft_step returned probs"
 
     def __repr__(self) -> str:
+        method = "" if self.method == "token" else f", method={self.method!r}"
         if self.warping is not None:
             params = ", ".join(f"{name}={value}" for name, value in self.warping.items())
-            return f"SpeculativeDecoder.from_logits(k={self.k}, {params})"
-        return f"SpeculativeDecoder(k={self.k}, greedy={self.greedy})"
+            return f"SpeculativeDecoder.from_logits(k={self.k}, {params}{method})"
+        return f"SpeculativeDecoder(k={self.k}, greedy={self.greedy}{method})"
 
     @classmethod
     def from_logits(
         cls,
-        draft_logits_step: DraftLogitsStep,
+        draft_logits_step: Optional[DraftLogitsStep],
         target_logits_step: TargetStep,
         k: int = 4,
         *,
@@ -407,6 +455,8 @@ class SpeculativeDecoder:
         top_p: float = 1.0,
         min_p: float = 0.0,
         generator: Optional[torch.Generator] = None,
+        draft_step: Optional[DraftStep] = None,
+        method: str = "token",
     ) -> "SpeculativeDecoder":
         """A decoder over two logits functions: the decoder samples and verifies.
 
@@ -418,11 +468,16 @@ class SpeculativeDecoder:
         these parameters would. `temperature` 0 is greedy: draft tokens by argmax,
         `verify_greedy`, and output identical to plain greedy decoding of the target.
 
+        A drafter without logits (`PromptLookup`, an n-gram table) goes in as `draft_step`
+        instead, with `draft_logits_step` None: each round it proposes 0..k tokens, verified
+        as one-hot drafts on the target's warped rows (`accept_logits(target_logits, None,
+        tokens, ...)`). The output has the same law.
+
         Args:
             draft_logits_step (`Callable[[List[int]], torch.Tensor]`): `draft_logits_step(seq)
                 -> logits`: float32 `[V]` on the CPU, the draft's next-token logits after the
                 ids `seq` (a fresh list: the verified prefix, then the round's draft tokens
-                so far).
+                so far). None when `draft_step` is given.
             target_logits_step (`Callable[[List[int], torch.Tensor], torch.Tensor]`):
                 `target_logits_step(prefix, proposed) -> logits`: float32 `[k+1, V]` on the
                 CPU, the target's logits after `prefix + proposed[:i]` for i = 0..k, as
@@ -434,25 +489,53 @@ class SpeculativeDecoder:
             min_p (`float`, *optional*, defaults to 0.0): in [0, 1); 0 = off.
             generator (`torch.Generator`, *optional*): the generator of every draw (draft
                 tokens and verification); the default generator when None.
+            draft_step (`Callable[[List[int], int], tuple]`, *optional*): instead of
+                `draft_logits_step`, a drafter of tokens: `draft_step(prefix, k) -> (tokens,
+                logits)`, 0..k tokens and None (one-hot drafts), or the `[j, V]` draft
+                logits the tokens were sampled from with these warping parameters.
+            method (`str`, *optional*, defaults to `"token"`): `"token"` or `"block"`,
+                passed to `accept_logits`.
 
         Returns:
             `SpeculativeDecoder`: with `greedy = (temperature == 0)` and `warping` the dict
             of the four parameters; `generate` and `stream` work as for any decoder.
 
         Raises:
-            TypeError: a callback that is not callable; a parameter, k or generator of the
-                wrong type (bool is not a number).
-            ValueError: a parameter or k out of range. While generating, a callback's output
+            TypeError: a callback that is not callable; a parameter, k, generator or method
+                of the wrong type (bool is not a number).
+            ValueError: a parameter, k or method out of range; both or neither of
+                `draft_logits_step` and `draft_step`. While generating, a callback's output
                 of the wrong type, shape or contents raises naming the callback.
         """
         what = "SpeculativeDecoder.from_logits"
-        for name, f in (("draft_logits_step", draft_logits_step), ("target_logits_step", target_logits_step)):
+        if draft_step is not None and draft_logits_step is not None:
+            raise ValueError(f"{what}: pass draft_logits_step or draft_step, not both")
+        callbacks = (("draft_logits_step", draft_logits_step) if draft_step is None else ("draft_step", draft_step),
+                     ("target_logits_step", target_logits_step))
+        for name, f in callbacks:
             if not callable(f):
                 raise TypeError(f"{what}: {name} must be callable, got {type(f).__name__}")
         temperature, top_k, top_p, min_p = _warp_params(what, temperature, top_k, top_p, min_p)
         if generator is not None and not isinstance(generator, torch.Generator):
             raise TypeError(f"{what}: generator must be a torch.Generator or None, got {type(generator).__name__}")
+        method = _method(what, method)
         greedy = temperature == 0.0
+        # accept_logits learns `method` with block verification; "token" is its default, and
+        # at temperature 0 both are the greedy rule.
+        method_kw = {} if method == "token" or greedy else {"method": method}
+
+        def verifier(rows, draft_rows, tokens, gen):
+            return accept_logits(rows, draft_rows, tokens, temperature=temperature, top_k=top_k, top_p=top_p,
+                                 min_p=min_p, generator=gen, **method_kw)
+
+        if draft_step is not None:
+            # One-hot drafts (or drafts with their own logits) on the target's warped rows.
+            dec = cls(draft_step, target_logits_step, k, greedy=greedy, generator=generator, verifier=verifier)
+            dec.method = method
+            dec.warping = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p}
+            dec._target_name = "target_logits_step"
+            dec._draft_rows_name = "draft_step returned logits"
+            return dec
 
         def draft_step(prefix: List[int], k: int):
             seq, start, rows = prefix, len(prefix), []  # prefix: the loop's own fresh copy
@@ -470,15 +553,13 @@ class SpeculativeDecoder:
                     rows.append(x)
             return torch.tensor(seq[start:], dtype=_int64), (torch.stack(rows) if rows else None)
 
-        def verifier(rows, draft_rows, tokens, gen):
-            return accept_logits(rows, draft_rows, tokens, temperature=temperature, top_k=top_k, top_p=top_p,
-                                 min_p=min_p, generator=gen)
-
         # Greedy too goes through accept_logits (verify_greedy at temperature 0), so that a bad
         # row is reported as target_logits_step's.
         dec = cls(draft_step, target_logits_step, k, greedy=greedy, generator=generator, verifier=verifier)
+        dec.method = method
         dec.warping = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p}
         dec._target_name = "target_logits_step"
+        dec._draft_rows_name = "draft_logits_step returned logits"
         return dec
 
     def generate(
@@ -567,14 +648,16 @@ class SpeculativeDecoder:
             if k:
                 out = self.draft_step(list(seq), k)
                 t1 = _now()
+                stats.draft_calls += 1
                 tokens, probs = self._check_draft(out, k)
+                j = tokens.shape[0]  # 0 <= j <= k proposed
             else:
                 t1 = t0
-                tokens, probs = no_tokens, None
+                tokens, probs, j = no_tokens, None, 0
             t2 = _now()
             rows = self.target_step(list(seq), tokens)
             t3 = _now()
-            n, nxt = self._verify(rows, probs, tokens, k)
+            n, nxt = self._verify(rows, probs, tokens, j)
             chunk = tokens[:n].tolist() if n else []
             chunk.append(nxt)
             if stop and not stop.isdisjoint(chunk):
@@ -586,10 +669,10 @@ class SpeculativeDecoder:
                 if remaining == 0:
                     stats.stop_reason = "max_new"
             seq.extend(chunk)
-            proposed_counts[k] += 1
+            proposed_counts[j] += 1
             accepted_counts[n] += 1
-            if n == k:
-                full_counts[k] += 1
+            if n == j:
+                full_counts[j] += 1
             stats.new_tokens += len(chunk)
             t4 = _now()
             stats.draft_ns += t1 - t0
@@ -600,57 +683,61 @@ class SpeculativeDecoder:
     # Checks of the callbacks' output: cheap attribute checks here, row contents in the op.
 
     def _check_draft(self, out, k: int):
+        """draft_step's output as (tokens, probs): an int64 [j] contiguous CPU tensor with
+        j <= k, and float32 [j, V] rows or None (greedy: always None)."""
         if not isinstance(out, (tuple, list)) or len(out) != 2:
             raise TypeError(f"draft_step must return a pair (tokens, probs), got {_kind(out)}"
                             + (f" of length {len(out)}" if isinstance(out, (tuple, list)) else ""))
         tokens, probs = out
-        # target_step is promised an int64 [k] contiguous CPU tensor: the common case (a
+        # target_step is promised an int64 [j] contiguous CPU tensor: the common case (a
         # tensor that already is one) costs a few attribute reads.
         if not (type(tokens) is _Tensor and tokens.dtype is _int64 and tokens.is_cpu):
             tokens = _token_tensor(tokens, "draft_step's tokens").to(_int64)
         if tokens.dim() != 1:
-            raise ValueError(f"draft_step's tokens must be 1-D, k = {k} ids, got shape {list(tokens.shape)}")
-        if tokens.shape[0] != k:
-            raise ValueError(f"draft_step returned {tokens.shape[0]} tokens, expected k = {k}")
+            raise ValueError(f"draft_step's tokens must be 1-D, at most k = {k} ids, got shape {list(tokens.shape)}")
+        j = tokens.shape[0]
+        if j > k:
+            raise ValueError(f"draft_step returned {j} tokens, expected at most k = {k}")
         if not tokens.is_contiguous():
             tokens = tokens.contiguous()
-        if self.greedy:
+        if self.greedy or probs is None:  # greedy: probs unused; sampling: one-hot drafts
             return tokens, None
-        if probs is None:
-            raise ValueError("draft_step must return the draft probabilities when greedy=False, got None")
+        rows = self._draft_rows_name  # "draft_step returned probs" (or logits, from_logits)
         if not isinstance(probs, torch.Tensor):
-            raise TypeError(f"draft_step returned probs as {_kind(probs)}, expected a float32 tensor [k, V]")
+            raise TypeError(f"{rows} as {_kind(probs)}, expected a float32 tensor [j, V] or None")
         if probs.dtype != torch.float32:
-            raise TypeError(f"draft_step returned probs of dtype {probs.dtype}, expected torch.float32")
-        if probs.dim() != 2 or probs.shape[0] != k:
-            raise ValueError(f"draft_step returned probs of shape {list(probs.shape)}, expected [k, V] "
-                             f"with k = {k}")
+            raise TypeError(f"{rows} of dtype {probs.dtype}, expected torch.float32")
+        if probs.dim() != 2 or probs.shape[0] != j:
+            raise ValueError(f"{rows} of shape {list(probs.shape)}, expected [j, V] with j = {j}, "
+                             f"the number of tokens it returned")
         if not probs.is_cpu:
-            raise ValueError(f"draft_step returned probs on {probs.device}, expected a tensor on the CPU")
+            raise ValueError(f"{rows} on {probs.device}, expected a tensor on the CPU")
         return tokens, probs
 
     def _check_target(self, rows, k: int) -> int:
         if not isinstance(rows, torch.Tensor):
-            raise TypeError(f"{self._target_name} returned {_kind(rows)}, expected a float32 tensor [k+1, V]")
+            raise TypeError(f"{self._target_name} returned {_kind(rows)}, expected a float32 tensor [j+1, V]")
         if rows.dtype != torch.float32:
             raise TypeError(f"{self._target_name} returned rows of dtype {rows.dtype}, expected torch.float32")
         if rows.dim() != 2 or rows.shape[0] != k + 1 or rows.shape[1] == 0:
             raise ValueError(f"{self._target_name} returned rows of shape {list(rows.shape)}, expected "
-                             f"[k+1, V] = [{k + 1}, V] with V > 0")
+                             f"[j+1, V] = [{k + 1}, V] with V > 0 for the j = {k} proposed tokens")
         if not rows.is_cpu:
             raise ValueError(f"{self._target_name} returned rows on {rows.device}, expected a tensor on the CPU")
         return rows.shape[1]
 
     def _verify(self, rows, probs, tokens, k: int) -> Tuple[int, int]:
-        """One round's decision, (n_accepted, next_token): the callbacks' output checked, the
-        verifier called, its errors attributed and its result checked."""
+        """One round's decision, (n_accepted, next_token), for k proposed tokens: the
+        callbacks' output checked, the verifier called, its errors attributed and its result
+        checked."""
         vocab = self._check_target(rows, k)
         if not self.greedy:
-            if probs is None:  # k = 0: nothing was drafted
-                probs = rows.new_empty((0, vocab))
+            if probs is None:
+                if k == 0:  # nothing was drafted: an empty [0, V], whoever drafts
+                    probs = rows.new_empty((0, vocab))
+                # else one-hot drafts: the verifier gets None
             elif probs.shape[1] != vocab:
-                draft = "draft_logits_step returned logits" if self.warping is not None else "draft_step returned probs"
-                raise ValueError(f"{draft} with V = {probs.shape[1]} columns but "
+                raise ValueError(f"{self._draft_rows_name} with V = {probs.shape[1]} columns but "
                                  f"{self._target_name} returned rows with V = {vocab}")
         try:
             result = self.verifier(rows, probs, tokens, self.generator)
@@ -667,5 +754,5 @@ class SpeculativeDecoder:
             n, nxt = _index(n, "the verifier's n_accepted"), _index(nxt, "the verifier's next_token")
         if not (0 <= n <= k and 0 <= nxt < vocab):
             raise ValueError(f"the verifier returned (n_accepted, next_token) = ({n}, {nxt}), expected "
-                             f"0 <= n_accepted <= k = {k} and 0 <= next_token < V = {vocab}")
+                             f"0 <= n_accepted <= j = {k} (the proposed tokens) and 0 <= next_token < V = {vocab}")
         return n, nxt

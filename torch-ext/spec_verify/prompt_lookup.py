@@ -1,0 +1,168 @@
+"""A draft without a draft model: continue the text by copying from earlier in the prefix.
+
+`PromptLookup` is a `draft_step` for `SpeculativeDecoder` (prompt lookup decoding: Saxena,
+2023). It pays off where the output repeats its prompt or itself: rewriting or editing a
+document or a source file, answering with quotations, code with repeated identifiers.
+It proposes tokens without probabilities, so the decoder verifies them as one-hot drafts
+(greedy: `verify_greedy`; sampling: `accept(target_rows, None, tokens)`), and the output
+is exactly what the target alone would give.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from ._api import _index
+
+
+def _ngram_size(value, what: str, low: int, high: Optional[int]) -> int:
+    n = _index(value, f"PromptLookup: {what}")
+    if n < low or (high is not None and n > high):
+        raise ValueError(f"PromptLookup: {what} must be an int in [{low}, {'inf' if high is None else high}], "
+                         f"got {n}")
+    return n
+
+
+class PromptLookup:
+    """Drafts by prompt lookup: the continuation of the suffix n-gram's last earlier occurrence.
+
+    Called as `draft_step(prefix, k)`, it takes the longest suffix of `prefix` of n tokens,
+    `max_ngram >= n >= min_ngram`, that occurs earlier in `prefix`, and proposes the (up to)
+    k tokens that followed its most recent earlier occurrence. The rule for ties: the
+    longest n first, then, among that n-gram's earlier occurrences, the most recent (the one
+    ending last before the end of `prefix`). An occurrence may overlap the suffix itself.
+    The continuation is copied as it runs, so it may run into the suffix and then into the
+    tokens it has just proposed: after the periodic text `a b c a b c a b`, the suffix
+    `c a b` last occurred ending 3 tokens back, and the proposal for k = 5 is `c a b c a`,
+    not only the 2 tokens written after that occurrence. No occurrence of any suffix of
+    `min_ngram` tokens or more: no proposal (0 tokens), and the decoder runs a plain
+    target step.
+
+    Cost. An index per n maps each n-gram to where the continuation of its most recent
+    occurrence starts; a call indexes only the tokens appended since the previous call and
+    looks up at most `max_ngram - min_ngram + 1` suffixes, so a round costs
+    O(max_ngram * (tokens appended + max_ngram - min_ngram + 1) + k), independent of the
+    length of the prefix (indexing the prompt, once per generation, is O(len(prompt) *
+    (max_ngram - min_ngram + 1))). `work` counts the n-gram keys formed (indexed and looked
+    up), the unit of that cost.
+
+    A new generation is recognised by its prefix: a prefix that is shorter than the indexed
+    sequence, or differs from it at its first token or within the last `max_ngram + 1`
+    indexed tokens, resets the index (the decoder's prefixes within a generation always
+    extend the last one). Call `reset()` to start afresh in any case.
+
+    Beside transformers and vLLM (both read late 2026):
+      - transformers' `PromptLookupCandidateGenerator` (assisted generation with
+        `prompt_lookup_num_tokens`): n from `max_matching_ngram_size` (default 2) down to 1,
+        the earliest (leftmost) occurrence whose continuation is not empty, found by
+        comparing every window of the input with the suffix on each call (O(length) per
+        round); the continuation stops at the end of the input (and at an end-of-sequence
+        token).
+      - vLLM's n-gram proposer (`prompt_lookup_min` / `prompt_lookup_max`): the longest
+        suffix n-gram with n in [min, max], found by a KMP pass over the reversed context on
+        each call (O(length) per round), the earliest occurrence among those of that
+        length, up to k following tokens, stopping at the end of the context.
+    Here: the most recent occurrence (text that is being copied usually continues the way
+    it did last), an incremental index (O(1) in the length per round), and a continuation
+    that may run past the end of the prefix (periodic text yields a full proposal).
+
+    Args:
+        max_ngram (`int`, *optional*, defaults to 3): the longest suffix looked up, >= 1.
+        min_ngram (`int`, *optional*, defaults to 1): the shortest, in [1, max_ngram].
+
+    Raises:
+        TypeError: a size that is not an int (bool is not one).
+        ValueError: a size out of range.
+
+    Example:
+        >>> lookup = PromptLookup(max_ngram=3)
+        >>> lookup([5, 6, 7, 8, 5, 6], 3)
+        ([7, 8, 5], None)
+    """
+
+    def __init__(self, max_ngram: int = 3, min_ngram: int = 1):
+        self.max_ngram = _ngram_size(max_ngram, "max_ngram", 1, None)
+        self.min_ngram = _ngram_size(min_ngram, "min_ngram", 1, self.max_ngram)
+        self.work = 0
+        self.reset()
+
+    def __repr__(self) -> str:
+        return f"PromptLookup(max_ngram={self.max_ngram}, min_ngram={self.min_ngram})"
+
+    def reset(self) -> None:
+        """Forgets the indexed sequence: the next call indexes its prefix from the start."""
+        self._tokens: List[int] = []
+        # _index[n - min_ngram]: n-gram (a tuple) -> start of the continuation of its most
+        # recent occurrence. Holds every n-gram of _tokens except the suffix ones (those
+        # ending at len(_tokens)), which have no continuation yet.
+        self._index: List[Dict[Tuple[int, ...], int]] = [{} for _ in range(self.min_ngram, self.max_ngram + 1)]
+        self._indexed_to = 0  # n-grams ending at positions < _indexed_to are in the index
+
+    def __call__(self, prefix: Sequence[int], k: int) -> Tuple[List[int], None]:
+        """Proposes up to k tokens to follow `prefix`.
+
+        Args:
+            prefix (`Sequence[int]`): the token ids so far (a list of ints, as the decoder
+                passes; other sequences of ints are converted).
+            k (`int`): the most tokens to propose, >= 0.
+
+        Returns:
+            `Tuple[List[int], None]`: the proposal (0 to k ids) and None (no probabilities:
+            one-hot drafts).
+
+        Raises:
+            TypeError: a token or k that is not an int.
+            ValueError: a negative k.
+        """
+        if type(prefix) is not list:
+            prefix = list(prefix)
+        if type(k) is not int:
+            k = _index(k, "PromptLookup: k")
+        if k < 0:
+            raise ValueError(f"PromptLookup: k must be an int >= 0, got {k}")
+        self._follow(prefix)
+        if k == 0:
+            return [], None
+        tokens, length = self._tokens, len(self._tokens)
+        for n in range(min(self.max_ngram, length - 1), self.min_ngram - 1, -1):
+            self.work += 1
+            start = self._index[n - self.min_ngram].get(tuple(tokens[length - n:]))
+            if start is not None:
+                # Copy forward from `start` (< length); past the end of the prefix the copy
+                # reads what it has just written, so a periodic tail is extended periodically.
+                out = tokens[start:start + k]
+                for i in range(len(out), k):
+                    out.append(out[i - (length - start)])
+                return out, None
+        return [], None
+
+    # The index ------------------------------------------------------------------------------
+
+    def _extends(self, prefix: List[int]) -> bool:
+        # Whether `prefix` extends the indexed sequence, judged at its first token and its
+        # last max_ngram + 1 tokens (the ones the index's suffix keys are made of): O(max_ngram).
+        tokens = self._tokens
+        m = len(tokens)
+        if m == 0:
+            return True
+        if len(prefix) < m or prefix[0] != tokens[0]:
+            return False
+        lo = max(0, m - self.max_ngram - 1)
+        return prefix[lo:m] == tokens[lo:]
+
+    def _follow(self, prefix: List[int]) -> None:
+        # Brings the index up to `prefix`: every n-gram ending before len(prefix) is indexed.
+        if not self._extends(prefix):
+            self.reset()
+        tokens = self._tokens
+        new = prefix[len(tokens):]
+        for i, t in enumerate(new):  # each token is checked once, when it is appended
+            if type(t) is not int:
+                new[i] = _index(t, f"PromptLookup: prefix[{len(tokens) + i}]")
+        tokens.extend(new)
+        length, low, high = len(tokens), self.min_ngram, self.max_ngram
+        for end in range(max(self._indexed_to, low), length):
+            window = tuple(tokens[max(0, end - high):end])
+            for n in range(low, min(high, end) + 1):
+                self._index[n - low][window[len(window) - n:]] = end
+            self.work += min(high, end) - low + 1
+        self._indexed_to = max(self._indexed_to, length)
