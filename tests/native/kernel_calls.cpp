@@ -1,7 +1,10 @@
 // Calls one kernel of one path on rows of V elements, a given number of times, so that
 // the instructions executed inside the kernel files can be counted under qemu
-// (scripts/insn_budget.py). Usage: kernel_calls argmax|mass|residual|weights|keep|gather PATH V REPS
+// (scripts/insn_budget.py). Usage: kernel_calls KERNEL PATH V REPS, KERNEL one of argmax, mass,
+// residual, weights, keep, gather, and for half rows (Note [Half rows]) widen_f16, widen_bf16,
+// argmax_bf16 and mass_f16 (a half row through typed_argmax / typed_mass).
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,7 +17,7 @@ namespace sv = spec_verify;
 
 int main(int argc, char** argv) {
   if (argc != 5) {
-    std::fprintf(stderr, "usage: %s argmax|mass|residual|weights|keep|gather PATH V REPS\n", argv[0]);
+    std::fprintf(stderr, "usage: %s KERNEL PATH V REPS\n", argv[0]);
     return 2;
   }
   const std::string kernel = argv[1];
@@ -49,6 +52,16 @@ int main(int argc, char** argv) {
   // Outside the kernel files (libm), so the setup adds nothing to the counts.
   for (int64_t v = 0; v < n; ++v) w[v] = std::exp((x[v] - x_max) / 0.8f);
   std::vector<double> above(sv::num_blocks(n));
+  // The same probabilities as halves: bfloat16 by truncation, binary16 of values in (0, 1)
+  // built from the float's bits (rounded down; exact values are not the point here).
+  std::vector<uint16_t> p_bf16(n), p_f16(n);
+  for (int64_t v = 0; v < n; ++v) {
+    uint32_t bits = 0;
+    std::memcpy(&bits, &p[v], 4);
+    p_bf16[v] = static_cast<uint16_t>(bits >> 16);
+    const int e = static_cast<int>((bits >> 23) & 0xff) - 127;  // in [-24, -1] for most values
+    p_f16[v] = e < -14 ? 0x0400 : static_cast<uint16_t>(((e + 15) << 10) | ((bits >> 13) & 0x3ff));
+  }
 
   double sink = 0;
   for (int r = 0; r < reps; ++r) {
@@ -73,6 +86,20 @@ int main(int argc, char** argv) {
       double m = 0, a = 0;
       kt.keep_at_least(w.data(), n, 0.01f, out.data(), blocks.data(), &m, above.data(), &a);
       sink += m + a;
+    } else if (kernel == "widen_f16") {
+      kt.widen_f16(p_f16.data(), n, out.data());
+      sink += out[n - 1];
+    } else if (kernel == "widen_bf16") {
+      kt.widen_bf16(p_bf16.data(), n, out.data());
+      sink += out[n - 1];
+    } else if (kernel == "argmax_bf16") {
+      int64_t index = 0;
+      sv::typed_argmax(kt, sv::RowRef(p_bf16.data(), sv::Elem::kBF16), n, &index);
+      sink += static_cast<double>(index);
+    } else if (kernel == "mass_f16") {
+      double m = 0;
+      sv::typed_mass(kt, sv::RowRef(p_f16.data(), sv::Elem::kF16), n, blocks.data(), &m);
+      sink += m;
     } else {
       std::fprintf(stderr, "unknown kernel %s\n", kernel.c_str());
       return 2;
