@@ -59,6 +59,7 @@ TARGET_SAMPLE_TOP_P_VS_HF = 50.0    # transformers' warpers + softmax + multinom
 # Targets of the one-hot issue, reported (not enforced), best path.
 TARGET_ONE_HOT_FLOOR = 1.6          # one-hot accept / one read pass over the target rows it reads
 TARGET_ONE_HOT_VS_TORCH = 20.0      # one-hot rows + the PyTorch sampler / ours, at least
+TARGET_HALF_OVER_F32 = 0.65         # verify_greedy on bfloat16 rows / on float32 rows, at most
 
 
 @dataclass
@@ -469,6 +470,57 @@ def block_cases(sv, v: int, k: int, seed: int, rounds: int = 40):
     return Case("accept block vs token", v, k, "imperfect draft", 2 * k + 1, cols, extra)
 
 
+def half_cases(sv, v: int, k: int, seed: int):
+    """verify_greedy (every draft matches: K+1 rows) and accept (every token accepted) on
+    bfloat16 and float16 rows against the same calls on float32 rows, and against
+    `rows.float()` alone (the conversion a user would otherwise pay first)."""
+    mem, target, draft = rows_buffer(k, v, seed)
+    same = mem.clone()
+    same[k + 1:] = same[:k]
+    t32, d32 = same[: k + 1], same[k + 1:]
+    tokens = t32[:k].argmax(-1)
+    cases = []
+    for dtype in (torch.bfloat16, torch.float16):
+        t16, d16 = t32.to(dtype), d32.to(dtype)
+        if sv.verify_greedy(t16, tokens)[0] != k:
+            raise RuntimeError("half rows: every draft token should match")
+        gens = {name: torch.Generator().manual_seed(seed) for name in ("acc32", "acc16")}
+        cols = {"greedy32": Column("greedy32", sv.verify_greedy, [(t32, tokens)]),
+                "greedy16": Column("greedy16", sv.verify_greedy, [(t16, tokens)]),
+                "acc32": Column("acc32", sv.accept, [(t32, d32, tokens, gens["acc32"])]),
+                "acc16": Column("acc16", sv.accept, [(t16, d16, tokens, gens["acc16"])]),
+                "convert": Column("convert", lambda t=t16: t.float(), [()])}
+        cases.append(Case("half rows", v, k, str(dtype).replace("torch.", ""), k + 1, cols))
+    return cases
+
+
+def half_report(cases: list, path: str):
+    lines = ["| V | K | type | verify_greedy us (f32) | half/f32 [IQR] | half/`.float()` [IQR] | accept us (f32) | "
+             "half/f32 [IQR] |", "|---|---|---|---|---|---|---|---|"]
+    targets, rows = [], []
+    for case in cases:
+        c = case.columns
+        g_ratio, conv_ratio, a_ratio = (paired_ratio(c["greedy16"], c["greedy32"]),
+                                        paired_ratio(c["greedy16"], c["convert"]),
+                                        paired_ratio(c["acc16"], c["acc32"]))
+        g32, a32 = summary_us(c["greedy32"]), summary_us(c["acc32"])
+        lines.append(f"| {case.v} | {case.k} | {case.label} | {g32['median_us']:.1f} | {fmt_iqr(g_ratio)} | "
+                     f"{fmt_iqr(conv_ratio)} | {a32['median_us']:.1f} | {fmt_iqr(a_ratio)} |")
+        rows.append({"op": "half rows", "V": case.v, "K": case.k, "type": case.label, "path": path,
+                     "verify_greedy_f32_time": g32, "verify_greedy_half_over_f32": g_ratio,
+                     "verify_greedy_half_over_float_conversion": conv_ratio, "accept_f32_time": a32,
+                     "accept_half_over_f32": a_ratio})
+        if case.label == "bfloat16" and case.v == 128256:
+            where = f"verify_greedy bfloat16 V={case.v} K={case.k} [{path}]"
+            targets.append((where, "half/f32", g_ratio, TARGET_HALF_OVER_F32, True))
+            targets.append((where, "half/.float()", conv_ratio, 1.0, True))
+    target_lines = []
+    for where, what, ratio, bar, at_most in targets:
+        v = verdict(ratio, bar, at_most).replace("PASS", "meets").replace("FAIL", "misses")
+        target_lines.append(f"{v:<6}  {where}: {what} {fmt_iqr(ratio)} (target {'<=' if at_most else '>='} {bar:g})")
+    return lines, target_lines, rows
+
+
 def one_hot_block_report(one_hot: list, blocks: list, path: str):
     lines = ["| V | K | case | rows read | ours us [IQR] | PyTorch us | floor us | ours/floor [IQR] | "
              "PyTorch/ours [IQR] |", "|---|---|---|---|---|---|---|---|---|"]
@@ -560,6 +612,7 @@ def main() -> int:
                     help="only the logits pipeline comparison (sampled rounds and sample)")
     ap.add_argument("--one-hot-only", action="store_true",
                     help="only one-hot drafts and block verification")
+    ap.add_argument("--half-only", action="store_true", help="only half-type rows against float32 rows")
     args = ap.parse_args()
     blocks, chunk_ns, n_mix = (11, 0.5e6, 20) if args.quick else (81, 1.5e6, 40)
 
@@ -575,6 +628,18 @@ def main() -> int:
           f"1 thread, {blocks} interleaved blocks{' (quick)' if args.quick else ''}", file=sys.stderr)
 
     sv._force_isa(best)
+    halves = []
+    for v, k in SHAPES:
+        for case in half_cases(sv, v, k, args.seed):
+            run_blocks(list(case.columns.values()), blocks, chunk_ns, overhead)
+            print(f"  timed {case.op} V={case.v} K={case.k} {case.label}", file=sys.stderr)
+            halves.append(case)
+    half_lines, half_targets, half_rows = half_report(halves, best)
+    half_text = [f"\nHalf-type rows against float32 rows (the same values), {best} path:\n", *half_lines,
+                 "\nTargets of the half-types issue (reported, not enforced):", *half_targets]
+    if args.half_only:
+        print("\n".join(half_text))
+        return 0
     one_hot, block = [], []
     for v, k in SHAPES:
         for case in one_hot_cases(sv, v, k, args.seed) + [block_cases(sv, v, k, args.seed)]:
@@ -688,6 +753,7 @@ def main() -> int:
     print("\nTargets of the logits issue (reported, not enforced):")
     print("\n".join(pipe_targets))
     print("\n".join(oh_text))
+    print("\n".join(half_text))
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({
@@ -697,7 +763,7 @@ def main() -> int:
         "threads": torch.get_num_threads(), "blocks": blocks, "chunk_ms": chunk_ns / 1e6,
         "clock_overhead_ns_subtracted": overhead, "call_cap_times_median": CLIP,
         "quick": args.quick, "seconds": elapsed,
-        "cases": results + pipe_rows + oh_rows, "fixed_cost": fixed, "fixed_cost_breakdown_us": breakdown,
+        "cases": results + pipe_rows + oh_rows + half_rows, "fixed_cost": fixed, "fixed_cost_breakdown_us": breakdown,
         "bar": [{"where": w, "ratio": what, "value": r, "bar": b,
                  "at_most": am_, "verdict": verdict(r, b, am_)} for w, what, r, b, am_ in bars],
     }, indent=2))
