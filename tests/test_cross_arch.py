@@ -106,7 +106,13 @@ def outcomes(sv, inputs: dict, seed: int) -> dict:
     logit_modes = [(None, "token"), (draft, "block"), (None, "block")]
     one_hot_block_logits = [[list(sv.accept_logits(target, d, t, generator=g, method=m, **WARPS[r % len(WARPS)]))
                              for r, t in enumerate(tokens[:LOGITS_ROUNDS])] for d, m in logit_modes]
-    return {"accept": accept, "generator_after": after, "verify_greedy": greedy, "warp": warped,
+    # Half rows (the same values rounded to bfloat16 / float16 by torch, exactly on both machines).
+    p16, q16, l16 = p.half(), q.bfloat16(), logits.bfloat16()  # q[1] is beyond float16
+    half = [[list(sv.accept(p16, q16, t, g)) for t in tokens[:50]],
+            [list(sv.verify_greedy(l16, t)) for t in inputs["greedy_tokens"][:50]],
+            [list(sv.accept_logits(target.half(), draft.bfloat16(), t, generator=g, **WARPS[1]))
+             for t in tokens[:10]]]
+    return {"accept": accept, "generator_after": after, "verify_greedy": greedy, "warp": warped, "half": half,
             "sample": sampled, "accept_logits": accept_logits, "one_hot_block": one_hot_block,
             "one_hot_block_logits": one_hot_block_logits,
             "generator_after_logits": torch.rand(1, dtype=torch.float64, generator=g).item().hex()}
