@@ -209,25 +209,41 @@ SPEC_VERIFY_AVX2_KERNEL bool f32_row_mass_pair__avx2(const float* p, const float
 // (d is never NaN: the rows are finite and residual_scales() keeps the products finite).
 // The results carry no sign bit, as the integer widening needs; it runs on the multiply
 // pipes, where this loop has room (Note [Widening by integer multiply]).
+// kStore: each value is also stored to out (residual_store).
+template <bool kStore>
 struct ResidualValues {
   static constexpr int kRows = 1;
   const float* p;
   const float* q;
   __m256 va, vb;
   float a, b;
+  float* out;
   SPEC_VERIFY_AVX2 __m256i eight(int64_t v) const {
     const __m256 d = _mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(p + v), va),
                                    _mm256_mul_ps(_mm256_loadu_ps(q + v), vb));
-    return _mm256_max_epi32(_mm256_castps_si256(d), _mm256_setzero_si256());
+    const __m256i r = _mm256_max_epi32(_mm256_castps_si256(d), _mm256_setzero_si256());
+    if constexpr (kStore) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + v), r);
+    return r;
   }
   SPEC_VERIFY_AVX2 void add16(int64_t v, ScaledLanes* lanes) const { lanes->add(eight(v), eight(v + 8)); }
-  float at(int64_t v, int) const { return residual_value(p[v], q[v], a, b); }
+  float at(int64_t v, int) const {
+    const float r = residual_value(p[v], q[v], a, b);
+    if constexpr (kStore) out[v] = r;
+    return r;
+  }
 };
 
 SPEC_VERIFY_AVX2_KERNEL void f32_residual_mass__avx2(const float* p, const float* q, float a,
                                                      float b, int64_t n, double* block_mass,
                                                      double* mass) {
-  ResidualValues values{p, q, _mm256_set1_ps(a), _mm256_set1_ps(b), a, b};
+  ResidualValues<false> values{p, q, _mm256_set1_ps(a), _mm256_set1_ps(b), a, b, nullptr};
+  *mass = blocked_mass<ScaledLanes>(values, n, block_mass);
+}
+
+SPEC_VERIFY_AVX2_KERNEL void f32_residual_store__avx2(const float* p, const float* q, float a, float b,
+                                                      int64_t n, float* out, double* block_mass,
+                                                      double* mass) {
+  ResidualValues<true> values{p, q, _mm256_set1_ps(a), _mm256_set1_ps(b), a, b, out};
   *mass = blocked_mass<ScaledLanes>(values, n, block_mass);
 }
 
@@ -337,7 +353,8 @@ const KernelTable* avx2_kernels() {
   static const KernelTable table{"avx2", f32_row_argmax__avx2, f32_row_mass__avx2,
                                  f32_row_mass_pair__avx2, f32_residual_mass__avx2,
                                  f32_row_weights__avx2, f32_keep_at_least__avx2,
-                                 f32_gather_at_least__avx2, f16_widen__avx2, bf16_widen__avx2};
+                                 f32_gather_at_least__avx2, f32_residual_store__avx2,
+                                 f16_widen__avx2, bf16_widen__avx2};
   // Every CPU with AVX2 has F16C too; both are checked all the same.
   static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
   return supported ? &table : nullptr;

@@ -161,25 +161,40 @@ SPEC_VERIFY_AVX512_KERNEL bool f32_row_mass_pair__avx512(const float* p, const f
 // The clamp of residual_value() as an integer max with 0: a float's bits are a negative
 // int32 exactly when its sign is set, so -0.0 and every d < 0 become +0.0 and d > 0 stays
 // (d is never NaN: the rows are finite and residual_scales() keeps the products finite).
+// kStore: each value is also stored to out (residual_store).
+template <bool kStore>
 struct ResidualValues {
   static constexpr int kRows = 1;
   const float* p;
   const float* q;
   __m512 va, vb;
   float a, b;
+  float* out;
   SPEC_VERIFY_AVX512 void add16(int64_t v, Avx512Lanes* lanes) const {
     const __m512 d = _mm512_sub_ps(_mm512_mul_ps(_mm512_loadu_ps(p + v), va),
                                    _mm512_mul_ps(_mm512_loadu_ps(q + v), vb));
     const __m512d r = _mm512_castsi512_pd(_mm512_max_epi32(_mm512_castps_si512(d), _mm512_setzero_si512()));
+    if constexpr (kStore) _mm512_storeu_pd(reinterpret_cast<double*>(out + v), r);
     lanes[0].add(_mm256_castpd_ps(_mm512_castpd512_pd256(r)), _mm256_castpd_ps(_mm512_extractf64x4_pd(r, 1)));
   }
-  float at(int64_t v, int) const { return residual_value(p[v], q[v], a, b); }
+  float at(int64_t v, int) const {
+    const float r = residual_value(p[v], q[v], a, b);
+    if constexpr (kStore) out[v] = r;
+    return r;
+  }
 };
 
 SPEC_VERIFY_AVX512_KERNEL void f32_residual_mass__avx512(const float* p, const float* q, float a,
                                                          float b, int64_t n, double* block_mass,
                                                          double* mass) {
-  ResidualValues values{p, q, _mm512_set1_ps(a), _mm512_set1_ps(b), a, b};
+  ResidualValues<false> values{p, q, _mm512_set1_ps(a), _mm512_set1_ps(b), a, b, nullptr};
+  *mass = blocked_mass<Avx512Lanes>(values, n, block_mass);
+}
+
+SPEC_VERIFY_AVX512_KERNEL void f32_residual_store__avx512(const float* p, const float* q, float a, float b,
+                                                          int64_t n, float* out, double* block_mass,
+                                                          double* mass) {
+  ResidualValues<true> values{p, q, _mm512_set1_ps(a), _mm512_set1_ps(b), a, b, out};
   *mass = blocked_mass<Avx512Lanes>(values, n, block_mass);
 }
 
@@ -276,7 +291,8 @@ const KernelTable* avx512_kernels() {
   static const KernelTable table{"avx512", f32_row_argmax__avx512, f32_row_mass__avx512,
                                  f32_row_mass_pair__avx512, f32_residual_mass__avx512,
                                  f32_row_weights__avx512, f32_keep_at_least__avx512,
-                                 f32_gather_at_least__avx512, f16_widen__avx512, bf16_widen__avx512};
+                                 f32_gather_at_least__avx512, f32_residual_store__avx512,
+                                 f16_widen__avx512, bf16_widen__avx512};
   static const bool supported = __builtin_cpu_supports("avx512f");
   return supported ? &table : nullptr;
 }

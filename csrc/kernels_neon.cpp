@@ -119,26 +119,40 @@ bool f32_row_mass__neon(const float* row, int64_t n, double* block_mass, double*
 
 // FMAX(d, +0.0) is d when d > 0 and +0.0 otherwise (FMAX orders -0.0 below +0.0): the
 // clamp of residual_value(). Two products and a difference, each rounded (no FMLS).
+// kStore: each value is also stored to out (residual_store).
+template <bool kStore>
 struct ResidualValues {
   static constexpr int kRows = 1;
   const float* p;
   const float* q;
   float32x4_t va, vb;
   float a, b;
+  float* out;
   void add16(int64_t v, NeonLanes* lanes) const {
     const float32x4x4_t pv = vld1q_f32_x4(p + v);
     const float32x4x4_t qv = vld1q_f32_x4(q + v);
     float32x4x4_t r;
     for (int i = 0; i < 4; ++i)
       r.val[i] = vmaxq_f32(vsubq_f32(vmulq_f32(pv.val[i], va), vmulq_f32(qv.val[i], vb)), vdupq_n_f32(0.0f));
+    if constexpr (kStore) vst1q_f32_x4(out + v, r);
     lanes[0].add(r);
   }
-  float at(int64_t v, int) const { return residual_value(p[v], q[v], a, b); }
+  float at(int64_t v, int) const {
+    const float r = residual_value(p[v], q[v], a, b);
+    if constexpr (kStore) out[v] = r;
+    return r;
+  }
 };
 
 void f32_residual_mass__neon(const float* p, const float* q, float a, float b, int64_t n,
                              double* block_mass, double* mass) {
-  ResidualValues values{p, q, vdupq_n_f32(a), vdupq_n_f32(b), a, b};
+  ResidualValues<false> values{p, q, vdupq_n_f32(a), vdupq_n_f32(b), a, b, nullptr};
+  *mass = blocked_mass<NeonLanes>(values, n, block_mass);
+}
+
+void f32_residual_store__neon(const float* p, const float* q, float a, float b, int64_t n, float* out,
+                              double* block_mass, double* mass) {
+  ResidualValues<true> values{p, q, vdupq_n_f32(a), vdupq_n_f32(b), a, b, out};
   *mass = blocked_mass<NeonLanes>(values, n, block_mass);
 }
 
@@ -247,7 +261,8 @@ const KernelTable* neon_kernels() {
   static const KernelTable table{"neon", f32_row_argmax__neon, f32_row_mass__neon,
                                  /*row_mass_pair=*/nullptr, f32_residual_mass__neon,
                                  f32_row_weights__neon, f32_keep_at_least__neon,
-                                 f32_gather_at_least__neon, f16_widen__neon, bf16_widen__neon};
+                                 f32_gather_at_least__neon, f32_residual_store__neon,
+                                 f16_widen__neon, bf16_widen__neon};
   return &table;
 }
 

@@ -70,6 +70,11 @@ void f32_residual_mass__scalar(const float* p, const float* q, float a, float b,
   *mass = scalar_mass(n, block_mass, [=](int64_t v) { return residual_value(p[v], q[v], a, b); });
 }
 
+void f32_residual_store__scalar(const float* p, const float* q, float a, float b, int64_t n, float* out,
+                                double* block_mass, double* mass) {
+  *mass = scalar_mass(n, block_mass, [=](int64_t v) { return out[v] = residual_value(p[v], q[v], a, b); });
+}
+
 void f32_row_weights__scalar(const float* x, int64_t n, float temperature, float z_max, float* w,
                              double* block_mass, double* mass) {
   *mass = scalar_mass(n, block_mass, [=](int64_t v) { return w[v] = weight(x[v], temperature, z_max); });
@@ -110,7 +115,8 @@ const KernelTable& scalar_kernels() {
   static const KernelTable table{"scalar", f32_row_argmax__scalar, f32_row_mass__scalar,
                                  /*row_mass_pair=*/nullptr, f32_residual_mass__scalar,
                                  f32_row_weights__scalar, f32_keep_at_least__scalar,
-                                 f32_gather_at_least__scalar, f16_widen__scalar, bf16_widen__scalar};
+                                 f32_gather_at_least__scalar, f32_residual_store__scalar,
+                                 f16_widen__scalar, bf16_widen__scalar};
   return table;
 }
 

@@ -166,6 +166,12 @@ struct ProbRows {
     if (q->mass == 0.0) return zero_mass_row(true, i);
     return Outcome{};
   }
+  Outcome read_draft(int64_t i, Side* q) const {
+    q->row = draft.row(i);
+    if (!typed_mass(kt, q->row, vocab, q->blocks.data(), &q->mass)) return bad_mass_row(q->row, vocab, true, i);
+    if (q->mass == 0.0) return zero_mass_row(true, i);
+    return Outcome{};
+  }
 };
 
 // A half logits row widened whole (Note [Half rows]), per thread.
@@ -197,6 +203,7 @@ struct LogitRows {
     if (bad.error != InputError::kNone) return bad;
     return read(draft.row(i), true, i, q);
   }
+  Outcome read_draft(int64_t i, Side* q) const { return read(draft.row(i), true, i, q); }
 };
 
 // A draw from row p (mass > 0) with uniform u.
@@ -377,6 +384,156 @@ Outcome accept_logits_round(const KernelTable& kt, Rows target, Rows draft, cons
                             const WarpParams& params, Method method) {
   const LogitRows rows{kt, target, draft, vocab, params};
   return verify_round(kt, rows, draft.data == nullptr, tokens, uniforms, k, vocab, method);
+}
+
+// ---- trees (Note [Tree verification]) -------------------------------------------------------
+namespace {
+
+// The children of every node in index order, as first-child and next-sibling links; slot 0
+// is the root (node -1), slot j + 1 node j.
+struct Children {
+  std::vector<int64_t> first, next;
+  Children(const int64_t* parents, int64_t n) : first(n + 1, -1), next(n, -1) {
+    for (int64_t j = n - 1; j >= 0; --j) {
+      next[j] = first[parents[j] + 1];
+      first[parents[j] + 1] = j;
+    }
+  }
+};
+
+// Residual rows of the independent rule (two, so the one before a rejection survives it) and
+// the float32 forms of half rows, per thread.
+struct TreeScratch {
+  std::vector<float> r[2], p, q;
+  std::vector<double> r_blocks[2];
+};
+TreeScratch& tree_scratch(int64_t vocab) {
+  thread_local TreeScratch s;
+  if (s.p.size() < static_cast<size_t>(vocab)) {
+    for (auto* v : {&s.r[0], &s.r[1], &s.p, &s.q}) v->resize(vocab);
+    for (auto& b : s.r_blocks) b.resize(num_blocks(vocab));
+  }
+  return s;
+}
+
+bool holds(const std::vector<int64_t>& tokens, int64_t t) {
+  return std::find(tokens.begin(), tokens.end(), t) != tokens.end();
+}
+
+// Deterministic children of the node whose target row is p, first child c: r = p without
+// the tokens of the children rejected so far. Returns the accepted child, or -1 with the
+// token drawn from what is left of r in *token. p's block masses are updated in place.
+int64_t try_deterministic(const KernelTable& kt, Side& p, int64_t c, const std::vector<int64_t>& next,
+                          const int64_t* tokens, const double* u, int64_t n, int64_t vocab, int64_t* token) {
+  std::vector<int64_t> removed;
+  double mass = p.mass;
+  for (; c >= 0; c = next[c]) {
+    const int64_t t = tokens[c];
+    const double rt = holds(removed, t) ? 0.0 : static_cast<double>(p.at(t));
+    if (u[c] * mass < rt) return c;  // q = onehot(t): accept with probability r(t) / mass(r)
+    removed.push_back(t);
+    // t's block summed again with every removed token in it as +0.0, by the same kernel.
+    const int64_t b = t / kMassBlock, begin = b * kMassBlock;
+    const int64_t len = std::min(kMassBlock, vocab - begin);
+    float block[kMassBlock];
+    for (int64_t v = 0; v < len; ++v) block[v] = holds(removed, begin + v) ? 0.0f : p.at(begin + v);
+    double unused = 0.0;
+    kt.row_mass(block, len, &p.blocks[b], &unused);
+    mass = 0.0;
+    for (int64_t j = 0; j < num_blocks(vocab); ++j) mass += p.blocks[j];
+  }
+  if (!(mass > 0.0)) {  // nothing left but removed tokens (only by rounding): the last one
+    *token = removed.back();
+    return -1;
+  }
+  *token = sample_index(p.blocks.data(), vocab, u[n] * mass,
+                        [&](int64_t v) { return holds(removed, v) ? 0.0f : p.at(v); });
+  return -1;
+}
+
+// Children drawn independently from q (SpecInfer's rule): r = p; a child c is accepted iff
+// u_c * q(c) * mass(r) < r(c) * Q; on rejection r = max(0, r / mass(r) - q / Q), scaled and
+// stored (Note [Residual in float32]). Returns the accepted child, or -1 with the token
+// drawn from the last r in *token.
+int64_t try_independent(const KernelTable& kt, const Side& p, const Side& q, int64_t c,
+                        const std::vector<int64_t>& next, const int64_t* tokens, const double* u, int64_t n,
+                        int64_t vocab, int64_t* token) {
+  TreeScratch& s = tree_scratch(vocab);
+  const float* qf = as_floats(kt, q.row, vocab, s.q.data());
+  const float* r = as_floats(kt, p.row, vocab, s.p.data());
+  const double* r_blocks = p.blocks.data();
+  double r_mass = p.mass;
+  int slot = 0;  // where the next residual goes: never the buffer holding r
+  for (; c >= 0; c = next[c]) {
+    const int64_t t = tokens[c];
+    const double rt = r[t], qt = q.at(t);
+    if (u[c] * qt * r_mass < rt * q.mass) return c;
+    float a = 0.0f, b = 0.0f;
+    residual_scales(r_mass, q.mass, &a, &b);
+    double mass = 0.0;
+    kt.residual_store(r, qf, a, b, vocab, s.r[slot].data(), s.r_blocks[slot].data(), &mass);
+    // Rounding left no mass: the exact residual is negligible next to r, and every later
+    // sibling would be rejected; draw from r.
+    if (!(mass > 0.0)) break;
+    r = s.r[slot].data();
+    r_blocks = s.r_blocks[slot].data();
+    r_mass = mass;
+    slot ^= 1;
+  }
+  *token = sample_index(r_blocks, vocab, u[n] * r_mass, [r](int64_t v) { return r[v]; });
+  return -1;
+}
+
+template <class Reader>
+Outcome tree_sampled(const KernelTable& kt, const Reader& rows, bool independent, const int64_t* tokens,
+                     const Children& children, int64_t n, const double* u, int64_t vocab, int64_t* path) {
+  Position& at = positions(vocab, Reader::kWarped)[0];
+  int64_t node = -1, depth = 0;
+  for (;;) {
+    const int64_t row = node + 1;
+    Outcome bad = rows.read_target(row, &at.p);
+    if (bad.error != InputError::kNone) return bad;
+    const int64_t first = children.first[row];
+    if (first < 0) return emitted(depth, draw(at.p, u[n], vocab));  // a leaf: the bonus token
+    if (independent) {
+      bad = rows.read_draft(row, &at.q);
+      if (bad.error != InputError::kNone) return bad;
+    }
+    int64_t token = -1;
+    const int64_t child = independent
+                              ? try_independent(kt, at.p, at.q, first, children.next, tokens, u, n, vocab, &token)
+                              : try_deterministic(kt, at.p, first, children.next, tokens, u, n, vocab, &token);
+    if (child < 0) return emitted(depth, token);
+    path[depth++] = child;
+    node = child;
+  }
+}
+
+}  // namespace
+
+Outcome tree_round(const KernelTable& kt, Rows target, Rows draft, const int64_t* tokens, const int64_t* parents,
+                   int64_t n, const double* uniforms, int64_t vocab, const WarpParams* params, int64_t* path) {
+  const Children children(parents, n);
+  const bool greedy = params != nullptr ? params->temperature == 0.0f : uniforms == nullptr;
+  if (greedy) {
+    // Level by level: the first child holding the argmax of the current row.
+    int64_t node = -1, depth = 0;
+    for (;;) {
+      const RowRef row = target.row(node + 1);
+      int64_t best = 0;
+      if (!typed_argmax(kt, row, vocab, &best)) return in_row(nan_row(row, vocab), false, node + 1);
+      int64_t c = children.first[node + 1];
+      while (c >= 0 && tokens[c] != best) c = children.next[c];
+      if (c < 0) return emitted(depth, best);
+      path[depth++] = c;
+      node = c;
+    }
+  }
+  const bool independent = draft.data != nullptr;
+  if (params == nullptr)
+    return tree_sampled(kt, ProbRows{kt, target, draft, vocab}, independent, tokens, children, n, uniforms, vocab, path);
+  return tree_sampled(kt, LogitRows{kt, target, draft, vocab, *params}, independent, tokens, children, n, uniforms,
+                      vocab, path);
 }
 
 }  // namespace spec_verify

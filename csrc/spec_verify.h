@@ -118,6 +118,10 @@ struct KernelTable {
                         double* r_mass, double* above_blocks, double* above_mass);
   // The values w(v) >= t (t > 0), in index order, into out (room for n); returns how many.
   int64_t (*gather_at_least)(const float* w, int64_t n, float t, float* out);
+  // residual_mass, also storing each r'(v) into out[v] (out may be p: each value is read
+  // before it is written).
+  void (*residual_store)(const float* p, const float* q, float a, float b, int64_t n, float* out,
+                         double* block_mass, double* mass);
   // Half values widened exactly to float32 (Note [Half rows]): IEEE binary16, bfloat16.
   void (*widen_f16)(const uint16_t* h, int64_t n, float* out);
   void (*widen_bf16)(const uint16_t* h, int64_t n, float* out);
@@ -238,6 +242,33 @@ Outcome sample_round(const KernelTable& kt, RowRef x, int64_t n, const WarpParam
 Outcome accept_logits_round(const KernelTable& kt, Rows target, Rows draft, const int64_t* tokens,
                             const double* uniforms, int64_t k, int64_t vocab,
                             const WarpParams& params, Method method = Method::kToken);
+
+// Note [Tree verification]
+// A tree of n draft nodes in topological order: tokens[j], parents[j] in [-1, j) (-1: a
+// child of the root). Target row 0 is the distribution after the verified prefix, row j + 1
+// after the path to node j; draft rows likewise (row j + 1: the distribution node j's
+// children were drawn from), when given. Children are tried in index order; uniform u_j
+// decides node j when it is tried, u_n draws the emitted token (n + 1 in all).
+// - greedy: follow the first child holding the argmax of the current row; emit the argmax
+//   of the row where it stops.
+// - deterministic children (no draft rows; sibling tokens distinct): r = the current row;
+//   child c is accepted iff u_c * mass(r) < r(t_c), else t_c is removed from r (its block
+//   summed again without it); all rejected: draw from r.
+// - independent children (draft rows q; repeats allowed, SpecInfer's rule): r = the current
+//   row; child c is accepted iff u_c * q(t_c) * mass(r) < r(t_c) * Q, else
+//   r = max(0, r / mass(r) - q / Q), stored scaled as in Note [Residual in float32]; all
+//   rejected: draw from r (from the r before, if rounding left the new one no mass).
+// A chain (one child per node) is accept_round (one-hot without draft rows) with the same
+// uniforms, bit for bit. Only the rows of the nodes whose children are tried are read
+// (and the row of the node the path ends at).
+
+// Verifies a tree: the accepted path (node indices from the root down) into path (room for
+// n), its length as n_accepted, the emitted token as token. params == nullptr: probability
+// rows, greedy iff uniforms == nullptr; else logits rows warped by *params, greedy iff its
+// temperature is 0. draft.data == nullptr: deterministic children. The caller has checked
+// the tree (topological parents, tokens in range, distinct siblings without draft rows).
+Outcome tree_round(const KernelTable& kt, Rows target, Rows draft, const int64_t* tokens, const int64_t* parents,
+                   int64_t n, const double* uniforms, int64_t vocab, const WarpParams* params, int64_t* path);
 
 // r'(v) of Note [Residual in float32]: the one definition every path reproduces.
 inline float residual_value(float p, float q, float a, float b) {

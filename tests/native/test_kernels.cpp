@@ -221,6 +221,17 @@ void kernel_parity(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int
         bool same_r = bits(rm) == bits(gm);
         for (int64_t k = 0; k < blocks; ++k) same_r &= bits(rb[k]) == bits(gb[k]);
         check(same_r, label(*kt, "residual_mass", n, fill, at_end, offset));
+        // residual_store: residual_mass's masses, and every r'(v) stored; also in place.
+        std::vector<float> stored(n, -1.0f), in_place(p.data, p.data + n);
+        std::vector<double> sb(blocks);
+        double sm = -3;
+        kt->residual_store(p.data, q.data, a, b, n, stored.data(), sb.data(), &sm);
+        bool same_s = bits(sm) == bits(rm) && std::memcmp(sb.data(), rb.data(), blocks * 8) == 0;
+        for (int64_t v = 0; v < n; ++v)
+          same_s &= std::bit_cast<uint32_t>(stored[v]) == std::bit_cast<uint32_t>(sv::residual_value(p.data[v], q.data[v], a, b));
+        kt->residual_store(in_place.data(), q.data, a, b, n, in_place.data(), sb.data(), &sm);
+        same_s &= bits(sm) == bits(rm) && std::memcmp(in_place.data(), stored.data(), n * 4) == 0;
+        check(same_s, label(*kt, "residual_store", n, fill, at_end, offset));
       }
     }
   }
@@ -836,6 +847,104 @@ void half_round_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, 
   }
 }
 
+// ---- trees (Note [Tree verification]) ---------------------------------------------------------
+
+// Random trees: chains, and trees of up to 12 nodes, in every mode, on every path against
+// the scalar path; a chain against the chain rounds; and the rows of nodes whose children
+// were never tried poisoned with NaN afterwards, which must change nothing.
+void tree_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int count, int64_t max_n) {
+  const sv::KernelTable& ref = sv::scalar_kernels();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (int r = 0; r < count; ++r) {
+    const int64_t vocab = 1 + rng.below(max_n);
+    const bool chain = rng.below(3) == 0;
+    const int64_t n = rng.below(chain ? 7 : 13);
+    std::vector<int64_t> parents(n), tokens(n);
+    for (int64_t j = 0; j < n; ++j) parents[j] = chain ? j - 1 : rng.below(j + 1) - 1;
+    // Rows: probabilities (positive mass) and logits (a finite value), target and draft.
+    std::vector<float> tp, dp, tl, dl;
+    for (int64_t i = 0; i <= n; ++i) {
+      for (auto* rows : {&tp, &dp}) {
+        std::vector<float> v = make_row(rng, vocab, rng.below(2) ? kUniform : kSparse);
+        v[rng.below(vocab)] = 0.5f;
+        rows->insert(rows->end(), v.begin(), v.end());
+      }
+      for (auto* rows : {&tl, &dl}) {
+        std::vector<float> v = make_row(rng, vocab, kLogits);
+        v[rng.below(vocab)] = 1.0f;
+        rows->insert(rows->end(), v.begin(), v.end());
+      }
+    }
+    // Tokens: often the argmax of the parent's target row, so paths go deep; siblings
+    // distinct (the deterministic mode's requirement) by skipping repeats.
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t best = 0;
+      ref.row_argmax(tp.data() + (parents[j] + 1) * vocab, vocab, &best);
+      int64_t t = rng.below(2) ? best : rng.below(vocab);
+      for (int64_t tries = 0; tries < vocab; ++tries) {
+        bool repeat = false;
+        for (int64_t s = 0; s < j; ++s) repeat |= parents[s] == parents[j] && tokens[s] == t;
+        if (!repeat) break;
+        t = (t + 1) % vocab;
+      }
+      tokens[j] = t;
+    }
+    std::vector<double> u(n + 1);
+    for (double& x : u) x = rng.uniform();
+    sv::WarpParams params;
+    params.temperature = 0.9f;
+    params.top_p = rng.below(2) ? 0.85 : 1.0;
+    const sv::Rows none{nullptr, 0};
+    struct Mode { const char* name; bool logits, draft, greedy; };
+    const Mode modes[] = {{"greedy probs", false, false, true},   {"deterministic probs", false, false, false},
+                          {"independent probs", false, true, false}, {"greedy logits", true, false, true},
+                          {"deterministic logits", true, false, false}, {"independent logits", true, true, false}};
+    for (const Mode& m : modes) {
+      std::vector<float> target = m.logits ? tl : tp, draft = m.logits ? dl : dp;
+      const sv::Rows t_rows{target.data(), vocab}, d_rows = m.draft ? sv::Rows{draft.data(), vocab} : none;
+      sv::WarpParams wp = params;
+      if (m.greedy) wp.temperature = 0.0f;
+      const sv::WarpParams* pp = m.logits ? &wp : nullptr;
+      const double* uu = m.greedy && !m.logits ? nullptr : u.data();
+      std::vector<int64_t> ref_path(n + 1, -1), path(n + 1, -1);
+      const sv::Outcome want = sv::tree_round(ref, t_rows, d_rows, tokens.data(), parents.data(), n, uu, vocab, pp,
+                                              ref_path.data());
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "tree %d (%s, n=%lld, V=%lld) %s", r, chain ? "chain" : "tree", (long long)n,
+                    (long long)vocab, m.name);
+      bool valid = want.error == sv::InputError::kNone && want.token >= 0 && want.token < vocab;
+      for (int64_t d = 0; d < want.n_accepted; ++d)
+        valid &= ref_path[d] >= 0 && parents[ref_path[d]] == (d == 0 ? -1 : ref_path[d - 1]);
+      check(valid, std::string("scalar ") + buf + ": a path down the tree and a token");
+      if (chain) {  // the chain rounds with the same uniforms
+        const int64_t k = n;
+        sv::Outcome c;
+        if (m.greedy) c = sv::verify_greedy_round(ref, t_rows, tokens.data(), k, vocab);
+        else if (m.logits) c = sv::accept_logits_round(ref, t_rows, d_rows, tokens.data(), u.data(), k, vocab, params);
+        else c = sv::accept_round(ref, t_rows, d_rows, tokens.data(), u.data(), k, vocab);
+        check(c.n_accepted == want.n_accepted && c.token == want.token, std::string(buf) + " equals the chain round");
+      }
+      // Poison every row the round had no reason to read: only the root and the path's
+      // nodes are read (target rows; draft rows too where children were tried).
+      std::vector<bool> read(n + 1, false);
+      read[0] = true;
+      for (int64_t d = 0; d < want.n_accepted; ++d) read[ref_path[d] + 1] = true;
+      for (int64_t i = 0; i <= n; ++i)
+        if (!read[i]) {
+          std::fill(target.begin() + i * vocab, target.begin() + (i + 1) * vocab, nan);
+          std::fill(draft.begin() + i * vocab, draft.begin() + (i + 1) * vocab, nan);
+        }
+      for (const sv::KernelTable* kt : kts) {
+        const sv::Outcome got = sv::tree_round(*kt, t_rows, d_rows, tokens.data(), parents.data(), n, uu, vocab, pp,
+                                               path.data());
+        check(got.error == sv::InputError::kNone && got.n_accepted == want.n_accepted && got.token == want.token &&
+                  std::equal(path.begin(), path.begin() + got.n_accepted, ref_path.begin()),
+              std::string(kt->name) + " " + buf + " (unread rows NaN)");
+      }
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -876,6 +985,8 @@ int main(int argc, char** argv) {
   for (int64_t n : sizes) half_parity(rng, kts, n);
   half_round_tests(rng, kts, quick ? 60 : 500, 3000);
   half_round_tests(rng, kts, quick ? 4 : 30, 160000);
+  tree_tests(rng, kts, quick ? 150 : 1500, 700);
+  tree_tests(rng, kts, quick ? 5 : 40, 40000);
 
   std::printf("native: %lld passed, %lld failed\n", (long long)g_passed, (long long)g_failed);
   return g_failed == 0 ? 0 : 1;
