@@ -46,6 +46,29 @@ std::tuple<c10::SymInt, c10::SymInt> accept_logits_with_uniforms(
     const at::Tensor& draft_tokens, const at::Tensor& uniforms, double temperature, int64_t top_k,
     double top_p, double min_p, c10::string_view method);
 
+std::tuple<at::Tensor, c10::SymInt> verify_tree(const at::Tensor& target_logits, const at::Tensor& tokens,
+                                                const at::Tensor& parents,
+                                                const std::optional<at::Tensor>& draft_logits, double temperature,
+                                                int64_t top_k, double top_p, double min_p,
+                                                const std::optional<at::Generator>& generator);
+
+std::tuple<at::Tensor, c10::SymInt> verify_tree_with_uniforms(const at::Tensor& target_logits,
+                                                              const at::Tensor& tokens, const at::Tensor& parents,
+                                                              const std::optional<at::Tensor>& draft_logits,
+                                                              const at::Tensor& uniforms, double temperature,
+                                                              int64_t top_k, double top_p, double min_p);
+
+std::tuple<at::Tensor, c10::SymInt> verify_tree_probs(const at::Tensor& target_probs, const at::Tensor& tokens,
+                                                      const at::Tensor& parents,
+                                                      const std::optional<at::Tensor>& draft_probs, bool greedy,
+                                                      const std::optional<at::Generator>& generator);
+
+std::tuple<at::Tensor, c10::SymInt> verify_tree_probs_with_uniforms(const at::Tensor& target_probs,
+                                                                    const at::Tensor& tokens,
+                                                                    const at::Tensor& parents,
+                                                                    const std::optional<at::Tensor>& draft_probs,
+                                                                    const at::Tensor& uniforms, bool greedy);
+
 at::Tensor row_masses(const at::Tensor& rows);
 
 std::string isa();

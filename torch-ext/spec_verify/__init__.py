@@ -6,6 +6,8 @@ accept_with_uniforms  accept with its uniforms given (a pure function).
 warp                the warped distribution of logits rows (temperature, top-k, top-p, min-p).
 sample, sample_with_uniforms  a token per logits row from its warped distribution.
 accept_logits, accept_logits_with_uniforms  accept on the warped rows of target and draft logits.
+verify_tree, verify_tree_probs (+ _with_uniforms)  tree drafts: several candidate branches
+                    verified in one call, greedy or exactly sampled.
 SpeculativeDecoder  the draft/verify loop over user callbacks (or, from_logits, over two
                     logits functions); DecodeStats its statistics.
 PromptLookup        a draft_step without a draft model: copies the continuation of the
@@ -14,7 +16,7 @@ transformers        speculative_decoder(draft_model, target_model, ...) for two 
                     causal LMs (imports transformers only when called).
 isa, available_isas the instruction-set path in use, and those this CPU can run.
 
-Rows are float32 [*, V] tensors on the CPU, one row per position: probabilities (need not
+Rows are float32, float16 or bfloat16 [*, V] tensors on the CPU, one row per position: probabilities (need not
 be normalised) for verify_greedy/accept, logits for the warping ops. The verification
 functions return plain Python ints (SymInts under torch.compile).
 `ops` is the raw op namespace (opcheck, benchmarks); its names with a leading underscore
@@ -31,6 +33,10 @@ from ._api import (  # noqa: F401
     sample,
     sample_with_uniforms,
     verify_greedy,
+    verify_tree,
+    verify_tree_probs,
+    verify_tree_probs_with_uniforms,
+    verify_tree_with_uniforms,
     warp,
 )
 from ._ops import ops  # noqa: F401
@@ -47,6 +53,10 @@ __all__ = [
     "sample_with_uniforms",
     "accept_logits",
     "accept_logits_with_uniforms",
+    "verify_tree",
+    "verify_tree_with_uniforms",
+    "verify_tree_probs",
+    "verify_tree_probs_with_uniforms",
     "SpeculativeDecoder",
     "DecodeStats",
     "PromptLookup",
