@@ -60,6 +60,7 @@ TARGET_SAMPLE_TOP_P_VS_HF = 50.0    # transformers' warpers + softmax + multinom
 TARGET_ONE_HOT_FLOOR = 1.6          # one-hot accept / one read pass over the target rows it reads
 TARGET_ONE_HOT_VS_TORCH = 20.0      # one-hot rows + the PyTorch sampler / ours, at least
 TARGET_HALF_OVER_F32 = 0.65         # verify_greedy on bfloat16 rows / on float32 rows, at most
+TARGET_TREE_VS_TORCH = 20.0         # the PyTorch tree rules / verify_tree, at least
 
 
 @dataclass
@@ -470,6 +471,92 @@ def block_cases(sv, v: int, k: int, seed: int, rounds: int = 40):
     return Case("accept block vs token", v, k, "imperfect draft", 2 * k + 1, cols, extra)
 
 
+def tree_shape(n_nodes: int, width: int, depth: int):
+    """parents of a tree with a spine of `depth` levels, `width` children per spine node (the
+    spine continues through the last), padded with single-child chains under the first
+    non-spine child to n_nodes; and the spine's nodes."""
+    parents, spine, node = [], [], -1
+    for _ in range(depth):
+        kids = list(range(len(parents), len(parents) + width))
+        parents += [node] * width
+        spine.append(kids[-1])
+        node = kids[-1]
+    tail = 0  # chains under node 0 (never on the spine when width > 1)
+    while len(parents) < n_nodes:
+        parents.append(tail)
+        tail = len(parents) - 1
+    return parents, spine
+
+
+def tree_cases(sv, v: int, seed: int):
+    """verify_tree_probs_with_uniforms on probability rows with draft rows, all uniforms 0
+    (accept iff r(t) > 0), built so that at every spine level the siblings before the spine
+    child hold tokens the target gives probability 0 (each rejected, one residual pass each)
+    and the spine child is accepted: width * depth children tried, depth + 1 nodes expanded.
+    The floor: one torch.sum over the 2 * depth + 1 rows read (target and draft of each
+    expanded node, the leaf's target). The reference: the same rules in PyTorch."""
+    cases = []
+    for n_nodes, width, depth in ((8, 2, 4), (32, 4, 4)):
+        parents, spine = tree_shape(n_nodes, width, depth)
+        g = torch.Generator().manual_seed(seed)
+        mem = torch.empty(2 * (n_nodes + 1), v)
+        mem[: n_nodes + 1] = torch.softmax(torch.randn(n_nodes + 1, v, generator=g) * 3, -1)
+        mem[n_nodes + 1:] = torch.softmax(torch.randn(n_nodes + 1, v, generator=g) * 3, -1)
+        target, draft = mem[: n_nodes + 1], mem[n_nodes + 1:]
+        tokens = torch.randint(0, v, (n_nodes,), generator=g)
+        node = -1
+        for level in range(depth):
+            kids = [j for j, p in enumerate(parents) if p == node]
+            for c in kids[:-1]:
+                target[node + 1, tokens[c]] = 0.0  # rejected
+            # The spine child keeps residual mass through every rejection before it.
+            target[node + 1, tokens[kids[-1]]] = target[node + 1].max()
+            draft[node + 1, tokens[kids[-1]]] *= 1e-3
+            node = spine[level]
+        u = torch.zeros(n_nodes + 1, dtype=torch.float64)
+        path, _ = sv.verify_tree_probs_with_uniforms(target, tokens, parents, draft, u)
+        if path.tolist() != spine:
+            raise RuntimeError(f"tree case: path {path.tolist()}, built for {spine}")
+        ref_path, _ = torch_reference.verify_tree(target, tokens, parents, draft, u)
+        if ref_path != spine:
+            raise RuntimeError(f"tree reference: path {ref_path}, built for {spine}")
+        # The rows read, contiguous for the floor: expanded nodes' target and draft rows.
+        expanded = [0] + [c + 1 for c in spine]
+        floor_rows = torch.cat([target[expanded], draft[expanded[:-1]]])
+        cols = {"ours": Column("ours", sv.verify_tree_probs_with_uniforms, [(target, tokens, parents, draft, u)]),
+                "ref": Column("ref", torch_reference.verify_tree, [(target, tokens, parents, draft, u)]),
+                "floor": Column("floor", torch.sum, [(floor_rows,)])}
+        cases.append(Case("tree", v, depth, f"{n_nodes} nodes, width {width}", 2 * depth + 1, cols,
+                          {"nodes": n_nodes, "width": width, "tried": width * depth}))
+    return cases
+
+
+def tree_report(cases: list, path: str):
+    lines = ["| V | tree | children tried | rows read | ours us [IQR] | PyTorch us | floor us | ours/floor [IQR] | "
+             "PyTorch/ours [IQR] | ours per tried child / one row read |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    targets, rows = [], []
+    for case in cases:
+        o, r, f = case.columns["ours"], case.columns["ref"], case.columns["floor"]
+        vs_floor, vs_ref = paired_ratio(o, f), paired_ratio(r, o)
+        so, sr, sf = summary_us(o), summary_us(r), summary_us(f)
+        tried = case.extra["tried"]
+        per_child = (so["median_us"] / tried) / (sf["median_us"] / case.rows)
+        lines.append(f"| {case.v} | {case.label}, depth {case.k} | {tried} | {case.rows:g} | {so['median_us']:.1f} "
+                     f"[{so['q1_us']:.1f}-{so['q3_us']:.1f}] | {sr['median_us']:.0f} | {sf['median_us']:.1f} | "
+                     f"{fmt_iqr(vs_floor)} | {fmt_iqr(vs_ref, 1)} | {per_child:.2f} |")
+        rows.append({"op": "tree", "V": case.v, "case": case.label, "depth": case.k, "rows_read": case.rows,
+                     "path": path, "op_time": so, "reference_time": sr, "floor_time": sf,
+                     "op_over_floor": vs_floor, "reference_over_op": vs_ref, "per_tried_child_over_row": per_child,
+                     **case.extra})
+        targets.append((f"tree V={case.v} {case.label} [{path}]", "PyTorch/ours", vs_ref, TARGET_TREE_VS_TORCH, False))
+    target_lines = []
+    for where, what, ratio, bar, at_most in targets:
+        v = verdict(ratio, bar, at_most).replace("PASS", "meets").replace("FAIL", "misses")
+        target_lines.append(f"{v:<6}  {where}: {what} {fmt_iqr(ratio)} (target {'<=' if at_most else '>='} {bar:g})")
+    return lines, target_lines, rows
+
+
 def half_cases(sv, v: int, k: int, seed: int):
     """verify_greedy (every draft matches: K+1 rows) and accept (every token accepted) on
     bfloat16 and float16 rows against the same calls on float32 rows, and against
@@ -613,6 +700,7 @@ def main() -> int:
     ap.add_argument("--one-hot-only", action="store_true",
                     help="only one-hot drafts and block verification")
     ap.add_argument("--half-only", action="store_true", help="only half-type rows against float32 rows")
+    ap.add_argument("--tree-only", action="store_true", help="only tree verification")
     args = ap.parse_args()
     blocks, chunk_ns, n_mix = (11, 0.5e6, 20) if args.quick else (81, 1.5e6, 40)
 
@@ -628,6 +716,19 @@ def main() -> int:
           f"1 thread, {blocks} interleaved blocks{' (quick)' if args.quick else ''}", file=sys.stderr)
 
     sv._force_isa(best)
+    trees = []
+    for v, _ in SHAPES:
+        for case in tree_cases(sv, v, args.seed):
+            run_blocks(list(case.columns.values()), blocks, chunk_ns, overhead)
+            print(f"  timed {case.op} V={case.v} {case.label}", file=sys.stderr)
+            trees.append(case)
+    tree_lines, tree_targets, tree_rows = tree_report(trees, best)
+    tree_text = [f"\nTree verification (children drawn from the draft; siblings before the spine child "
+                 f"rejected at every level), {best} path:\n", *tree_lines,
+                 "\nTargets of the tree issue (reported, not enforced):", *tree_targets]
+    if args.tree_only:
+        print("\n".join(tree_text))
+        return 0
     halves = []
     for v, k in SHAPES:
         for case in half_cases(sv, v, k, args.seed):
@@ -754,6 +855,7 @@ def main() -> int:
     print("\n".join(pipe_targets))
     print("\n".join(oh_text))
     print("\n".join(half_text))
+    print("\n".join(tree_text))
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({
@@ -763,7 +865,7 @@ def main() -> int:
         "threads": torch.get_num_threads(), "blocks": blocks, "chunk_ms": chunk_ns / 1e6,
         "clock_overhead_ns_subtracted": overhead, "call_cap_times_median": CLIP,
         "quick": args.quick, "seconds": elapsed,
-        "cases": results + pipe_rows + oh_rows + half_rows, "fixed_cost": fixed, "fixed_cost_breakdown_us": breakdown,
+        "cases": results + pipe_rows + oh_rows + half_rows + tree_rows, "fixed_cost": fixed, "fixed_cost_breakdown_us": breakdown,
         "bar": [{"where": w, "ratio": what, "value": r, "bar": b,
                  "at_most": am_, "verdict": verdict(r, b, am_)} for w, what, r, b, am_ in bars],
     }, indent=2))

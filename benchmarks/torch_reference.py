@@ -71,3 +71,38 @@ def hf_sampled_round(target_logits, draft_logits, warpers, accept, generator=Non
     tokens = torch.tensor([int(torch.multinomial(r, 1, generator=generator)) for r in rows])
     target = hf_probs(target_logits, warpers)
     return accept(target, torch.stack(rows), tokens, generator)
+
+
+# Trees: the rules of spec_verify.verify_tree_probs, the way EAGLE's evaluate_posterior and
+# SpecInfer's verifier are written in PyTorch (a softmax-free residual per tried child).
+
+def verify_tree(target_probs, tokens, parents, draft_probs, uniforms):
+    """Independent children drawn from draft_probs (SpecInfer's multi-round rule), with the
+    N+1 uniforms given: (path, next_token)."""
+    n = len(parents)
+    children = [[] for _ in range(n + 1)]
+    for j, p in enumerate(parents):
+        children[p + 1].append(j)
+    node, path = -1, []
+    while True:
+        row = node + 1
+        r = target_probs[row] / target_probs[row].sum()
+        q = draft_probs[row] / draft_probs[row].sum()
+        accepted = None
+        for c in children[row]:
+            t = int(tokens[c])
+            if uniforms[c] * q[t] < r[t]:
+                accepted = c
+                break
+            residual = (r - q).clamp(min=0)
+            mass = residual.sum()
+            if mass <= 0:
+                break
+            r = residual / mass
+        if accepted is None:
+            # Inverse-CDF draw with the last uniform, as the kernel draws.
+            cdf = torch.cumsum(r.double(), 0)
+            x = int(torch.searchsorted(cdf, uniforms[n] * cdf[-1], right=True).clamp(max=r.numel() - 1))
+            return path, x
+        path.append(accepted)
+        node = accepted

@@ -166,12 +166,6 @@ struct ProbRows {
     if (q->mass == 0.0) return zero_mass_row(true, i);
     return Outcome{};
   }
-  Outcome read_draft(int64_t i, Side* q) const {
-    q->row = draft.row(i);
-    if (!typed_mass(kt, q->row, vocab, q->blocks.data(), &q->mass)) return bad_mass_row(q->row, vocab, true, i);
-    if (q->mass == 0.0) return zero_mass_row(true, i);
-    return Outcome{};
-  }
 };
 
 // A half logits row widened whole (Note [Half rows]), per thread.
@@ -203,7 +197,6 @@ struct LogitRows {
     if (bad.error != InputError::kNone) return bad;
     return read(draft.row(i), true, i, q);
   }
-  Outcome read_draft(int64_t i, Side* q) const { return read(draft.row(i), true, i, q); }
 };
 
 // A draw from row p (mass > 0) with uniform u.
@@ -491,14 +484,12 @@ Outcome tree_sampled(const KernelTable& kt, const Reader& rows, bool independent
   int64_t node = -1, depth = 0;
   for (;;) {
     const int64_t row = node + 1;
-    Outcome bad = rows.read_target(row, &at.p);
-    if (bad.error != InputError::kNone) return bad;
     const int64_t first = children.first[row];
+    // The draft row only where children are tried (side by side with the target row, the
+    // target's errors first, as accept reads a position).
+    const Outcome bad = first >= 0 && independent ? rows.read_pair(row, &at.p, &at.q) : rows.read_target(row, &at.p);
+    if (bad.error != InputError::kNone) return bad;
     if (first < 0) return emitted(depth, draw(at.p, u[n], vocab));  // a leaf: the bonus token
-    if (independent) {
-      bad = rows.read_draft(row, &at.q);
-      if (bad.error != InputError::kNone) return bad;
-    }
     int64_t token = -1;
     const int64_t child = independent
                               ? try_independent(kt, at.p, at.q, first, children.next, tokens, u, n, vocab, &token)
