@@ -112,7 +112,19 @@ def outcomes(sv, inputs: dict, seed: int) -> dict:
             [list(sv.verify_greedy(l16, t)) for t in inputs["greedy_tokens"][:50]],
             [list(sv.accept_logits(target.half(), draft.bfloat16(), t, generator=g, **WARPS[1]))
              for t in tokens[:10]]]
+    # Trees: a fixed two-level tree over the first rows, both sampled modes and greedy.
+    parents = [-1, -1, 0, 0, 2]
+    tree = []
+    for t in tokens[:6]:
+        toks = [int(t[0]), (int(t[0]) + 1) % p.shape[1], int(t[1]), (int(t[1]) + 7) % p.shape[1], int(t[2])]
+        for rows_t, rows_d in ((p[:4].repeat(2, 1)[:6], None), (p[:4].repeat(2, 1)[:6], q.repeat(2, 1)[:6])):
+            path, x = sv.verify_tree_probs(rows_t, toks, parents, rows_d, generator=g)
+            tree.append(path.tolist() + [x])
+        path, x = sv.verify_tree(target.repeat(2, 1)[:6], toks, parents, draft.repeat(2, 1)[:6], generator=g,
+                                 **WARPS[1])
+        tree.append(path.tolist() + [x])
     return {"accept": accept, "generator_after": after, "verify_greedy": greedy, "warp": warped, "half": half,
+            "tree": tree,
             "sample": sampled, "accept_logits": accept_logits, "one_hot_block": one_hot_block,
             "one_hot_block_logits": one_hot_block_logits,
             "generator_after_logits": torch.rand(1, dtype=torch.float64, generator=g).item().hex()}
