@@ -983,10 +983,10 @@ int main(int argc, char** argv) {
   logits_round_tests(rng, kts, quick ? 5 : 40, 160000);
   widen_exhaustive(kts);
   for (int64_t n : sizes) half_parity(rng, kts, n);
-  half_round_tests(rng, kts, quick ? 60 : 500, 3000);
-  half_round_tests(rng, kts, quick ? 4 : 30, 160000);
-  tree_tests(rng, kts, quick ? 150 : 1500, 700);
-  tree_tests(rng, kts, quick ? 5 : 40, 40000);
+  half_round_tests(rng, kts, quick ? 40 : 300, 3000);
+  half_round_tests(rng, kts, quick ? 3 : 12, 160000);
+  tree_tests(rng, kts, quick ? 100 : 800, 700);
+  tree_tests(rng, kts, quick ? 4 : 20, 40000);
 
   std::printf("native: %lld passed, %lld failed\n", (long long)g_passed, (long long)g_failed);
   return g_failed == 0 ? 0 : 1;
