@@ -176,3 +176,21 @@ def test_sampled_output_through_the_tree_decoder(sv):
     out = dec.generate([1, 2, 3, 1, 2], max_new=100)
     assert all(target.probs(out[:i])[out[i]] > 0 for i in range(5, len(out)))
     assert dec.stats.accepted > 0
+
+
+def test_one_branch_is_the_chain_bit_for_bit_when_sampling(sv):
+    """PromptLookupTree(branches=1) proposes PromptLookup's chain, and a chain tree draws the
+    same uniforms as the chain op (N+1 = K+1, in the same order): with the same seed the two
+    decoders emit the same sampled tokens, round for round."""
+    target = ToyLM(12, seed=7, sharpness=3.0)
+    prompt = [1, 2, 3, 1, 2, 4, 1, 2, 3]
+    for seed in range(3):
+        g = torch.Generator().manual_seed(seed)
+        tree = sv.SpeculativeDecoder.from_tree(sv.PromptLookupTree(max_ngram=3, branches=1, depth=5),
+                                               target_tree_rows(target), greedy=False, generator=g)
+        a = list(tree.stream(prompt, max_new=80))
+        g = torch.Generator().manual_seed(seed)
+        chain = sv.SpeculativeDecoder(sv.PromptLookup(max_ngram=3), target.target_rows, k=5, greedy=False,
+                                      generator=g)
+        assert a == list(chain.stream(prompt, max_new=80))
+        assert tree.stats.accepted == chain.stats.accepted > 0
