@@ -6,6 +6,11 @@ Both models are built from a config with fixed seeds (nothing is downloaded): a 
 Llama with hidden size 64 and a 32000-token vocabulary as the target, and as the draft the
 same model with every weight tensor perturbed by Gaussian noise (3% of its spread), so the
 draft agrees with the target most of the time, not always.
+
+Tree mode (`sv.transformers.tree_decoder`, `CachedCausalLM.tree_logits`): rows scored through
+the cache with a 4-D tree attention mask, or one forward per branch, equal plain forwards
+over each node's path; greedy tree decoding equals `generate`; a model that rejects 4-D
+masks falls back to branches.
 """
 from __future__ import annotations
 
