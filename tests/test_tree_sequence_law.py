@@ -10,8 +10,9 @@ Null hypothesis: the GENERATIONS sequences generated from one prompt are a multi
 sample from the target's autoregressive law (with a stop token: sequences end at the first
 stop token or after MAX_NEW tokens).
 Test: tests/law.py's G-test (cells expecting fewer than 5 pooled). Threshold: p < P_MIN =
-1e-8 fails; with the 8 cases here a correct decoder fails a run with probability < 1e-7.
+1e-8 fails; with the 9 cases here a correct decoder fails a run with probability < 1e-7.
 Seeds are fixed, so a run is repeatable.
+A ninth case drafts with PromptLookupTree (trees of varying shape).
 Power: the same test must reject (p < P_MIN) tree verifiers that forget the residual:
 deterministic children tried against the whole row (rejected siblings' tokens kept in r),
 drawn children accepted with min(1, p / q) and the emitted token drawn from p.
@@ -38,12 +39,14 @@ def pair(vocab: int, seed: int):
     return target, draft
 
 
-def sample_counts(sv, vocab, widths, drawn, seed, stop=None, verifier=None, logits=False):
+def sample_counts(sv, vocab, widths, drawn, seed, stop=None, verifier=None, logits=False, prompt=PROMPT,
+                  drafter=None):
     target, draft = pair(vocab, seed)
-    law = sequence_law(target, PROMPT, MAX_NEW, stop)
+    law = sequence_law(target, prompt, MAX_NEW, stop)
     cells = {seq: i for i, seq in enumerate(sorted(law))}
     g = torch.Generator().manual_seed(seed)
-    drafter = sampling_tree_draft(draft, widths, g) if drawn else topk_tree_draft(draft, widths)
+    if drafter is None:
+        drafter = sampling_tree_draft(draft, widths, g) if drawn else topk_tree_draft(draft, widths)
     if logits:  # temperature 1: the warped logits rows are the probability rows
         dec = sv.SpeculativeDecoder.from_tree_logits(drafter, target_tree_rows(target, logits=True),
                                                      temperature=1.0, generator=g, verifier=verifier)
@@ -53,8 +56,8 @@ def sample_counts(sv, vocab, widths, drawn, seed, stop=None, verifier=None, logi
     counts = torch.zeros(len(cells), dtype=torch.float64)
     accepted = rounds = 0
     for _ in range(GENERATIONS):
-        out = dec.generate(PROMPT, max_new=MAX_NEW, eos_token_id=stop)
-        counts[cells[tuple(out[len(PROMPT):])]] += 1  # KeyError: an impossible sequence
+        out = dec.generate(prompt, max_new=MAX_NEW, eos_token_id=stop)
+        counts[cells[tuple(out[len(prompt):])]] += 1  # KeyError: an impossible sequence
         accepted += dec.stats.accepted
         rounds += dec.stats.rounds
     expected = torch.tensor([law[seq] for seq in sorted(law)], dtype=torch.float64)
@@ -110,3 +113,15 @@ def test_a_verifier_forgetting_the_residual_fails_the_same_test(sv, case):
     counts, law, _ = sample_counts(sv, vocab, widths, drawn, seed, stop, verifier=forgetting_verifier)
     g, df, p = g_test(counts, law)
     assert p < P_MIN, f"a verifier without residual updates passed: G = {g:.1f}, df = {df}, p = {p:.3g}"
+
+
+def test_prompt_lookup_trees_follow_the_target_law(sv):
+    """PromptLookupTree as draft_tree: trees whose shape changes from round to round (merged
+    branches, fewer where matches are few), deterministic children. Same null hypothesis,
+    sample size and threshold; the prompt repeats itself so that most rounds find matches."""
+    prompt = [1, 0, 2, 1, 0, 1, 2, 2, 0, 1, 0]
+    lookup = sv.PromptLookupTree(max_ngram=2, min_ngram=1, branches=3, depth=3)
+    counts, law, accepted = sample_counts(sv, 3, None, False, 29, prompt=prompt, drafter=lookup)
+    g, df, p = g_test(counts, law)
+    assert 0.3 < accepted, f"{accepted:.2f} nodes accepted per round"
+    assert p > P_MIN, f"G = {g:.1f}, df = {df}, p = {p:.3g}"
