@@ -214,16 +214,46 @@ def test_tree_logits_equal_per_branch_forwards(sv, models, mode):
 def test_greedy_tree_decoding_equals_transformers_generate(sv, models, widths):
     target, draft = models
     for prompt in PROMPTS:
-        dec = sv.transformers.tree_decoder(target, draft, widths=widths, temperature=0)
+        dec = sv.transformers.tree_decoder(target, draft, widths=widths, temperature=0, tree_attention="mask")
         out = dec.generate(prompt, max_new=40)
         assert out == hf_greedy(target, prompt, 40)
         stats = dec.stats
-        assert dec.target_cache.tree_attention == "auto" and stats.new_tokens == 40
+        assert stats.new_tokens == 40
         assert dec.target_cache.forwards == stats.rounds  # one masked forward a round
         # The target is fed the prompt, then each round the emitted token, the tree, and the
         # accepted nodes off the tree's leading chain again.
         assert dec.target_cache.fed <= len(prompt) + stats.proposed + stats.rounds + stats.accepted
         assert stats.accepted > 0
+
+
+class IgnoresTreeMask(torch.nn.Module):
+    """A causal LM that takes a 4-D mask and position ids but ignores them (plain causal
+    attention): the masked rows are wrong, and only a check can tell."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.inner, self.config = model, model.config
+
+    def forward(self, input_ids=None, attention_mask=None, position_ids=None, cache=None, use_cache=True):
+        return self.inner(input_ids=input_ids, cache=cache, use_cache=use_cache)
+
+
+def test_auto_checks_the_mask_once(sv, models):
+    target, draft = models
+    prompt = PROMPTS[0]
+    dec = sv.transformers.tree_decoder(target, draft, widths=(2, 2), temperature=0)
+    assert dec.target_cache.tree_attention == "auto"
+    assert dec.generate(prompt, max_new=24) == hf_greedy(target, prompt, 24)
+    assert dec.target_cache.tree_attention == "mask" and dec.draft_cache.tree_attention == "mask"
+    wrong = sv.transformers.tree_decoder(IgnoresTreeMask(target), draft, widths=(2, 2), temperature=0)
+    assert wrong.generate(prompt, max_new=24) == hf_greedy(target, prompt, 24)
+    assert wrong.target_cache.tree_attention == "branches"
+    # Forced, the ignored mask gives wrong rows: what the check is for.
+    forced = sv.transformers.CachedCausalLM(IgnoresTreeMask(target))
+    forced.tree_attention = "mask"
+    tokens, parents = [5, 6, 7], [-1, -1, 1]
+    assert not torch.allclose(forced.tree_logits(prompt, tokens, parents),
+                              per_node_rows(target, prompt, tokens, parents), atol=1e-3)
 
 
 def test_tree_decoding_falls_back_to_one_forward_per_branch(sv, models):

@@ -610,7 +610,7 @@ class SpeculativeDecoder:
                 prefixed with the callback.
         """
         from .tree_decoder import from_tree
-        return from_tree(cls, draft_tree, target_tree_step, greedy=greedy, generator=generator, verifier=verifier)
+        return from_tree(draft_tree, target_tree_step, greedy=greedy, generator=generator, verifier=verifier)
 
     @classmethod
     def from_tree_logits(
@@ -639,7 +639,7 @@ class SpeculativeDecoder:
             TypeError, ValueError: as for `from_tree`, and for bad warping parameters.
         """
         from .tree_decoder import from_tree_logits
-        return from_tree_logits(cls, draft_tree, target_tree_logits_step, temperature=temperature, top_k=top_k,
+        return from_tree_logits(draft_tree, target_tree_logits_step, temperature=temperature, top_k=top_k,
                                 top_p=top_p, min_p=min_p, generator=generator, verifier=verifier)
 
     def generate(

@@ -83,7 +83,7 @@ class CachedCausalLM:
         # the cache (ids is then the tree's prefix); None otherwise (the cache holds ids).
         self._tree: Optional[Tuple[List[int], List[int], torch.Tensor]] = None
         # "mask" (one forward with a 4-D tree attention mask), "branches" (one forward per
-        # branch), or "auto": "mask", and "branches" for good if the model rejects the mask.
+        # branch), or "auto": checked once, then one of the two (see tree_logits).
         self.tree_attention = "auto"
 
     def reset(self) -> None:
@@ -149,7 +149,12 @@ class CachedCausalLM:
         The tree is laid out as the tree ops take it: node j holds `tokens[j]`, its parent is
         `parents[j]` in `[-1, j)` (-1: the root, the end of `prefix`).
 
-        With `tree_attention` "mask" (and "auto" until a model rejects it): one forward over
+        `tree_attention` "auto" (the default) tries the mask: if the model rejects it, or if on
+        the first tree that is not a chain the masked rows differ from one forward per branch
+        (by more than 1024 float epsilons of the model's dtype, at most 5%, times 1 + the
+        largest |logit|), it switches to "branches" for good; else to "mask".
+
+        With "mask": one forward over
         the part of `prefix` the cache lacks (at least its last token) and the N nodes, with
         a 4-D attention mask in which node j attends to the cache, the prefix and its own
         ancestors, at position `len(prefix) - 1 + depth(j)`. A call with the same prefix and
@@ -165,18 +170,31 @@ class CachedCausalLM:
             `torch.Tensor`: float32 `[N+1, V]`: row 0 after `prefix`, row j+1 after `prefix`
             and the path to node j.
         """
-        n, length = len(tokens), len(prefix)
-        if length == 0:
+        if not prefix:
             raise ValueError("tree_logits needs a prefix of at least one token")
-        if self.tree_attention != "branches":
-            try:
-                return self._tree_mask(prefix, tokens, parents)
-            except (TypeError, ValueError, RuntimeError, IndexError):
-                if self.tree_attention == "mask":
-                    raise
-                self.tree_attention = "branches"  # this model cannot take a custom 4-D mask
-                self.reset()
-        return self._tree_branches(prefix, tokens, parents)
+        if self.tree_attention == "branches":
+            return self._tree_branches(prefix, tokens, parents)
+        try:
+            rows = self._tree_mask(prefix, tokens, parents)
+        except (TypeError, ValueError, RuntimeError, IndexError):
+            if self.tree_attention == "mask":
+                raise
+            self.reset()  # the failed forward may have left part of its entries behind
+            rows = self._tree_branches(prefix, tokens, parents)  # bad input raises here too
+            self.tree_attention = "branches"  # this model cannot take a custom 4-D mask
+            return rows
+        if self.tree_attention == "auto" and any(p != j - 1 for j, p in enumerate(parents)):
+            # Once, on the first tree that is not a chain: the masked rows against one forward
+            # per branch, since a model could take the mask and ignore it.
+            reference = self._tree_branches(prefix, tokens, parents)
+            eps = torch.finfo(next(self.model.parameters()).dtype).eps
+            tolerance = min(1024 * eps, 0.05) * (1.0 + float(reference.abs().max()))
+            if torch.allclose(rows, reference, rtol=0.0, atol=tolerance):
+                self.tree_attention = "mask"
+            else:
+                self.tree_attention = "branches"
+                return reference
+        return rows
 
     def _tree_mask(self, prefix, tokens, parents) -> torch.Tensor:
         n, length = len(tokens), len(prefix)
@@ -390,8 +408,9 @@ def tree_decoder(
 
     The target scores every tree with `CachedCausalLM.tree_logits`: with a custom 4-D
     attention mask when the model takes one (Llama and the other models whose mask creation
-    passes a 4-D mask through, transformers 5), one forward over the tokens its cache lacks
-    and the N nodes; otherwise (or with `tree_attention="branches"`) one forward per leaf,
+    passes a 4-D mask through, transformers 5; checked once against per-branch forwards),
+    one forward over the tokens its cache lacks and the N nodes; otherwise (or with
+    `tree_attention="branches"`) one forward per leaf,
     feeding the nodes of its branch that the branch before it does not share. Either way the
     cache keeps the verified prefix and, of the tree, the leading chain (nodes 0..m-1 with
     parents[i] = i - 1); the accepted nodes off that chain are fed again next round.
@@ -415,7 +434,9 @@ def tree_decoder(
         temperature, top_k, top_p, min_p: the warping, as for `speculative_decoder`.
         generator (`torch.Generator`, *optional*): the generator of every draw.
         tree_attention (`str`, *optional*, defaults to `"auto"`): `"mask"`, `"branches"`, or
-            `"auto"` (the mask, and branches for good if the model rejects it).
+            `"auto"`: the mask, checked once against one forward per branch on the first
+            tree that is not a chain, and branches for good if the model rejects the mask or
+            its rows differ (see `CachedCausalLM.tree_logits`).
 
     Returns:
         `SpeculativeDecoder`: its `target_cache` (and `draft_cache`, with a draft model) are

@@ -35,7 +35,7 @@ from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 import torch
 
 from ._api import _index, _kind, _token_tensor, _warp_params, verify_tree, verify_tree_probs
-from .decoder import SpeculativeDecoder, _now
+from .decoder import SpeculativeDecoder, _count, _now, _stop_set
 
 DraftTree = Callable[[List[int]], Tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]]
 TargetTreeStep = Callable[[List[int], torch.Tensor, torch.Tensor], torch.Tensor]
@@ -134,14 +134,17 @@ class TreeDecodeStats:
 
     @property
     def draft_seconds(self) -> float:
+        """Seconds inside draft_tree."""
         return self.draft_ns * 1e-9
 
     @property
     def target_seconds(self) -> float:
+        """Seconds inside the target callback."""
         return self.target_ns * 1e-9
 
     @property
     def verify_seconds(self) -> float:
+        """Seconds checking the callbacks' output and inside the verifier."""
         return self.verify_ns * 1e-9
 
     def as_dict(self) -> dict:
@@ -237,8 +240,7 @@ class TreeDecoder(SpeculativeDecoder):
     # The loop ------------------------------------------------------------------------------
 
     def _rounds(self, seq: List[int], max_new: int, eos_token_id) -> Iterator[List[int]]:
-        from .decoder import _count, _stop_set
-
+        # Argument errors surface at the call, not at the first next() of a stream.
         max_new = _count(max_new, "max_new")
         stop = _stop_set(eos_token_id)
         self.stats = stats = TreeDecodeStats()
@@ -387,14 +389,14 @@ class TreeDecoder(SpeculativeDecoder):
         return path, nxt
 
 
-def from_tree(cls, draft_tree, target_tree_step, *, greedy, generator, verifier):
+def from_tree(draft_tree, target_tree_step, *, greedy, generator, verifier):
     if not isinstance(greedy, bool):
         raise TypeError(f"SpeculativeDecoder.from_tree: greedy must be a bool, got {type(greedy).__name__}")
     return TreeDecoder(draft_tree, target_tree_step, greedy=greedy, generator=generator, verifier=verifier,
                        what="SpeculativeDecoder.from_tree")
 
 
-def from_tree_logits(cls, draft_tree, target_tree_logits_step, *, temperature, top_k, top_p, min_p, generator,
+def from_tree_logits(draft_tree, target_tree_logits_step, *, temperature, top_k, top_p, min_p, generator,
                      verifier):
     what = "SpeculativeDecoder.from_tree_logits"
     temperature, top_k, top_p, min_p = _warp_params(what, temperature, top_k, top_p, min_p)
