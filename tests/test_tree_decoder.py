@@ -283,3 +283,42 @@ def test_constructor_checks(sv):
         sv.SpeculativeDecoder.from_tree_logits(step, step, top_p=0.0)
     with pytest.raises(TypeError, match="from_tree_logits: target_tree_logits_step must be callable"):
         sv.SpeculativeDecoder.from_tree_logits(step, 3)
+
+
+def test_stream_and_warped_sampling(sv):
+    """from_tree_logits with top_k = 3 and children drawn from the draft's warped logits
+    (sv.sample with the same parameters): every emitted token is among the target's top 3
+    after its prefix; stream's chunks are generate's output, seed for seed."""
+    target, draft = pair(vocab=30, noise=0.5)
+    params = dict(temperature=0.8, top_k=3)
+
+    def drafter(generator):
+        parents = tree_shape((2, 2))
+
+        def draft_tree(prefix):
+            tokens, ctx = [], []
+            for p in parents:
+                base = list(prefix) if p < 0 else ctx[p]
+                t = int(sv.sample(draft.logits(base), generator=generator, **params))
+                tokens.append(t)
+                ctx.append(base + [t])
+            rows = torch.stack([draft.logits(c) for c in [list(prefix)] + ctx])
+            return tokens, parents, rows
+        return draft_tree
+
+    outs = []
+    for streaming in (False, True):
+        g = torch.Generator().manual_seed(4)
+        dec = sv.SpeculativeDecoder.from_tree_logits(drafter(g), target_tree_rows(target, logits=True),
+                                                     generator=g, **params)
+        if streaming:
+            chunks = list(dec.stream([2], max_new=60))
+            assert all(1 <= len(c) <= 3 for c in chunks) and len(chunks) == dec.stats.rounds
+            outs.append([2] + sum(chunks, []))
+        else:
+            outs.append(dec.generate([2], max_new=60))
+        out = outs[-1]
+        assert all(out[i] in torch.topk(target.logits(out[:i]), 3).indices.tolist() for i in range(1, len(out)))
+        assert dec.stats.accepted > 0
+    assert outs[0] == outs[1]
+    assert repr(dec) == "SpeculativeDecoder.from_tree_logits(temperature=0.8, top_k=3, top_p=1.0, min_p=0.0)"

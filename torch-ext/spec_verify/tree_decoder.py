@@ -213,8 +213,6 @@ class TreeDecoder(SpeculativeDecoder):
         self.custom_verifier = verifier is not None
         self.verifier = verifier if verifier is not None else self._default_verifier()
         self.stats = TreeDecodeStats()
-        self.k = 0  # no chain length; kept so code reading SpeculativeDecoder.k still works
-        self.method = "token"
         self._target_name = target_name
 
     def __repr__(self) -> str:
