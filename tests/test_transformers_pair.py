@@ -196,8 +196,13 @@ def test_tree_logits_equal_per_branch_forwards(sv, models, mode):
         n = int(torch.randint(0, 8, (1,), generator=gen))
         parents = [int(torch.randint(-1, j, (1,), generator=gen)) for j in range(n)]
         tokens = torch.randint(0, VOCAB, (n,), generator=gen).tolist()
+        before = cache.fed
         rows = cache.tree_logits(prefix, tokens, parents)
         assert rows.shape == (n + 1, VOCAB)
+        if mode == "mask" and r > 0:
+            # The last tree's path was kept (moved into sequence order): fed are the token
+            # after it and this tree.
+            assert cache.fed - before == 1 + n
         torch.testing.assert_close(rows, per_node_rows(target, prefix, tokens, parents), atol=2e-5, rtol=1e-4)
         if n:
             grown_t, grown_p = tokens + [5, 6], parents + [n - 1, n]
@@ -208,6 +213,9 @@ def test_tree_logits_equal_per_branch_forwards(sv, models, mode):
             path.append(tokens[node])
             node = parents[node]
         prefix = prefix + path[::-1] + [r + 10]
+        if r % 3 == 2:  # a chain call in between, as a draft model's would be
+            torch.testing.assert_close(cache.logits(prefix, len(prefix) - 1),
+                                       per_node_rows(target, prefix, [], []), atol=2e-5, rtol=1e-4)
 
 
 @pytest.mark.parametrize("widths", [(2, 2, 1), (3, 1), (1, 1, 1, 1)])
@@ -220,9 +228,9 @@ def test_greedy_tree_decoding_equals_transformers_generate(sv, models, widths):
         stats = dec.stats
         assert stats.new_tokens == 40
         assert dec.target_cache.forwards == stats.rounds  # one masked forward a round
-        # The target is fed the prompt, then each round the emitted token, the tree, and the
-        # accepted nodes off the tree's leading chain again.
-        assert dec.target_cache.fed <= len(prompt) + stats.proposed + stats.rounds + stats.accepted
+        # The target is fed the prompt, then each round the emitted token and the tree: the
+        # accepted path's entries are kept, the others dropped.
+        assert dec.target_cache.fed == len(prompt) - 1 + stats.proposed + stats.rounds
         assert stats.accepted > 0
 
 

@@ -90,14 +90,30 @@ class CachedCausalLM:
         """Drops the cache (the next call feeds its whole sequence)."""
         self.cache, self.ids, self._tree = None, [], None
 
-    def _settle(self) -> None:
-        # Back to a cache holding exactly `ids`: of a tree's nodes, keep the leading chain
-        # (nodes 0..m-1 with parents[i] = i - 1: in the cache in sequence order, each after
-        # its parent) and drop the rest.
+    def _settle(self, upcoming: Optional[List[int]] = None) -> None:
+        # Back to a cache holding exactly `ids`, after a tree. `upcoming` (the next sequence
+        # asked about) tells which path of the tree was accepted: the nodes it follows down
+        # from the root. Their entries are moved into sequence order right after the prefix
+        # (O(path) copied, each layer a DynamicLayer) and the rest dropped; else the cache
+        # keeps the tree's leading chain (nodes 0..m-1 with parents[i] = i - 1, already in
+        # sequence order) and the common-prefix rule feeds the rest again.
         if self._tree is None:
             return
         tokens, parents, _ = self._tree
         self._tree = None
+        length = len(self.ids)
+        path: List[int] = []
+        if upcoming is not None and len(upcoming) > length and upcoming[:length] == self.ids:
+            node = -1
+            for t in upcoming[length:]:
+                child = next((c for c in range(node + 1, len(tokens)) if parents[c] == node and tokens[c] == t), None)
+                if child is None:
+                    break
+                path.append(child)
+                node = child
+        if path and path != list(range(len(path))) and self._gather(length, path, len(tokens)):
+            self.ids = self.ids + [tokens[c] for c in path]
+            return
         m = 0
         while m < len(tokens) and parents[m] == m - 1:
             m += 1
@@ -108,6 +124,24 @@ class CachedCausalLM:
                 self.cache, self.ids = None, []
                 return
         self.ids = self.ids + tokens[:m]
+
+    def _gather(self, length: int, path: List[int], n: int) -> bool:
+        try:
+            from transformers.cache_utils import DynamicLayer
+        except ImportError:
+            return False
+        layers = getattr(self.cache, "layers", None)
+        if not layers or any(type(layer) is not DynamicLayer or layer.keys is None
+                             or layer.keys.shape[-2] != length + n for layer in layers):
+            return False
+        source = torch.tensor(path, dtype=torch.int64) + length
+        end = length + len(path)
+        for layer in layers:
+            for name in ("keys", "values"):
+                t = getattr(layer, name)
+                t[..., length:end, :] = t.index_select(-2, source)  # a copy first: no overlap
+                setattr(layer, name, t[..., :end, :])
+        return True
 
     @torch.no_grad()
     def logits(self, seq: List[int], first: int) -> torch.Tensor:
@@ -126,7 +160,7 @@ class CachedCausalLM:
         """
         if not 0 <= first < len(seq):
             raise ValueError(f"need 0 <= first < len(seq), got first = {first}, len(seq) = {len(seq)}")
-        self._settle()
+        self._settle(seq)
         start = min(_common_prefix(self.ids, seq), first)
         if self.cache is None or start == 0:
             self.cache, start = self._new_cache(), 0
@@ -154,12 +188,14 @@ class CachedCausalLM:
         (by more than 1024 float epsilons of the model's dtype, at most 5%, times 1 + the
         largest |logit|), it switches to "branches" for good; else to "mask".
 
-        With "mask": one forward over
-        the part of `prefix` the cache lacks (at least its last token) and the N nodes, with
-        a 4-D attention mask in which node j attends to the cache, the prefix and its own
-        ancestors, at position `len(prefix) - 1 + depth(j)`. A call with the same prefix and
-        a tree that extends the last call's (the same first nodes) feeds only the new nodes
-        (the draft side of a tree, grown level by level). With "branches": one forward per
+        With "mask": one forward over the part of `prefix` the cache lacks (at least its last
+        token) and the N nodes, with a 4-D attention mask in which node j attends to the
+        cache, the prefix and its own ancestors, at position `len(prefix) - 1 + depth(j)`. A
+        call with the same prefix and a tree that extends the last call's (the same first
+        nodes) feeds only the new nodes (the draft side of a tree, grown level by level).
+        The next call that continues `prefix` down a path of the tree keeps that path's
+        entries (moved into sequence order) and drops the other nodes', so a decoding round
+        feeds the emitted token and the next tree only. With "branches": one forward per
         leaf over the nodes of its branch that the branch before it does not share.
 
         Args:
@@ -207,7 +243,7 @@ class CachedCausalLM:
                 return done_rows
             start = length
         else:
-            self._settle()
+            self._settle(prefix)
             have, done_rows = 0, None
             start = min(_common_prefix(self.ids, prefix), length - 1)
             if self.cache is None or start == 0:
@@ -412,8 +448,9 @@ def tree_decoder(
     one forward over the tokens its cache lacks and the N nodes; otherwise (or with
     `tree_attention="branches"`) one forward per leaf,
     feeding the nodes of its branch that the branch before it does not share. Either way the
-    cache keeps the verified prefix and, of the tree, the leading chain (nodes 0..m-1 with
-    parents[i] = i - 1); the accepted nodes off that chain are fed again next round.
+    cache keeps the verified prefix and the accepted path: its entries are moved into
+    sequence order (for `DynamicCache` layers; with other caches, only the tree's leading
+    chain is kept and the accepted nodes off it are fed again).
 
     The tree comes from `draft_tree` (for example `spec_verify.PromptLookupTree()`), or is
     grown from `draft_model` with a fixed shape: each node at depth d gets `widths[d]`
