@@ -15,7 +15,9 @@ Then prompt lookup, no draft model: the task is to write out again a source file
 standard library given in the prompt, and the target is the n-gram model with a copy
 component over the prompt (`CopyTarget`), the way a language model's attention copies from
 its context. `PromptLookup` drafts by copying from the prefix; greedy (checked against plain
-greedy decoding) and sampled (one-hot drafts), each timed against plain decoding.
+greedy decoding) and sampled (one-hot drafts), each timed against plain decoding; then
+`PromptLookupTree` through SpeculativeDecoder.from_tree: the continuations of the two most
+recent occurrences merged into a tree, tokens per target call against the chain's.
 
     run(sv)   what examples/demo.py calls; standalone: .venv/bin/python examples/demo_decoder.py
 """
@@ -181,6 +183,14 @@ class CopyTarget:
                 seq.append(t)
         return torch.stack(rows)
 
+    def tree_target(self, prefix, tokens, parents):
+        """target_tree_step: row 0 after prefix, row j+1 after prefix + the path to node j."""
+        self.forward_stand_in(len(tokens) + 1)
+        contexts = [list(prefix)]
+        for t, p in zip(tokens.tolist(), parents.tolist()):
+            contexts.append(contexts[p + 1] + [t])
+        return torch.stack([self.probs(c) for c in contexts])
+
     def plain_decode(self, prompt: List[int], max_new: int, generator=None) -> List[int]:
         """Plain decoding: one call (one position) per token; greedy when generator is None."""
         seq = list(prompt)
@@ -299,6 +309,21 @@ def prompt_lookup_run(sv, ngram: NGram) -> None:
     out, default_s = timed(lambda: dec_default.generate(prompt, max_new=REWRITE_NEW))
     print(f"   with {default!r}: {dec_default.stats.tokens_per_target_call:.2f} tokens per target call, "
           f"{plain_s / default_s:.2f}x (same output: {'yes' if out == plain else 'NO'})")
+
+    # Trees: the continuations of the two most recent occurrences, merged (from_tree).
+    tree = sv.PromptLookupTree(max_ngram=LOOKUP_MAX_NGRAM, min_ngram=LOOKUP_MIN_NGRAM, branches=2, depth=LOOKUP_K)
+    dec_tree = sv.SpeculativeDecoder.from_tree(tree, target.tree_target, greedy=True)
+    out, tree_s = timed(lambda: dec_tree.generate(prompt, max_new=REWRITE_NEW))
+    s = dec_tree.stats
+    print(f"\n greedy tree drafts, {tree!r} (SpeculativeDecoder.from_tree):")
+    print(f"   {s.tokens_per_target_call:.2f} tokens per target call against {dec.stats.tokens_per_target_call:.2f} "
+          f"for the chain; {s.mean_nodes:.1f} nodes and an accepted path of {s.mean_accepted:.2f} a round; "
+          f"same output: {'yes' if out == plain else 'NO'}")
+    print(f"   wall time {tree_s:.2f} s ({plain_s / tree_s:.2f}x): here every node's row is the copy model's Python "
+          f"lookup, new for\n   the branches not taken, and the stand-in's cost grows with positions; a real "
+          f"forward pass scores a few\n   more positions almost for free")
+    if out != plain:
+        raise SystemExit("greedy output with PromptLookupTree differs from plain greedy decoding")
 
     g = torch.Generator().manual_seed(0)
     _, plain_s = timed(lambda: target.plain_decode(prompt, REWRITE_NEW, generator=g))

@@ -6,6 +6,11 @@ Both models are built from a config with fixed seeds (nothing is downloaded): a 
 Llama with hidden size 64 and a 32000-token vocabulary as the target, and as the draft the
 same model with every weight tensor perturbed by Gaussian noise (3% of its spread), so the
 draft agrees with the target most of the time, not always.
+
+Tree mode (`sv.transformers.tree_decoder`, `CachedCausalLM.tree_logits`): rows scored through
+the cache with a 4-D tree attention mask, or one forward per branch, equal plain forwards
+over each node's path; greedy tree decoding equals `generate`; a model that rejects 4-D
+masks falls back to branches.
 """
 from __future__ import annotations
 
@@ -151,3 +156,156 @@ def test_top_p_first_token_law(sv, models):
     g_stat, df, p = g_test(counts, law)
     assert p > 1e-6, f"G = {g_stat:.1f}, df = {df}, p = {p:.3g}"
     assert 0 < accepted < 2 * 700, "the draft should be accepted sometimes, not always"
+
+
+# Tree mode: sv.transformers.tree_decoder and CachedCausalLM.tree_logits --------------------------
+
+def per_node_rows(model, prefix, tokens, parents):
+    """Row 0 after prefix, row j+1 after prefix + the path to node j: one plain forward each."""
+    ctx = [list(prefix)]
+    for t, p in zip(tokens, parents):
+        ctx.append(ctx[p + 1] + [t])
+    with torch.no_grad():
+        return torch.stack([model(torch.tensor([c])).logits[0, -1].float() for c in ctx])
+
+
+class NoTreeMask(torch.nn.Module):
+    """A causal LM that rejects custom 4-D attention masks, as some architectures do."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.inner, self.config = model, model.config
+
+    def forward(self, input_ids=None, attention_mask=None, position_ids=None, cache=None, use_cache=True):
+        if attention_mask is not None and attention_mask.dim() == 4:
+            raise ValueError("this model does not take a 4-D attention mask")
+        return self.inner(input_ids=input_ids, cache=cache, use_cache=use_cache)
+
+
+@pytest.mark.parametrize("mode", ["mask", "branches"])
+def test_tree_logits_equal_per_branch_forwards(sv, models, mode):
+    """Rows of a tree scored through the cache (one masked forward, or one per branch) equal
+    plain forwards over each node's path, within float32 tolerance, round after round as the
+    prefix grows by a path of the last tree, and as a tree grows level by level."""
+    target, _ = models
+    cache = sv.transformers.CachedCausalLM(target)
+    cache.tree_attention = mode
+    gen = torch.Generator().manual_seed(0)
+    prefix = list(PROMPTS[0])
+    for r in range(8):
+        n = int(torch.randint(0, 8, (1,), generator=gen))
+        parents = [int(torch.randint(-1, j, (1,), generator=gen)) for j in range(n)]
+        tokens = torch.randint(0, VOCAB, (n,), generator=gen).tolist()
+        before = cache.fed
+        rows = cache.tree_logits(prefix, tokens, parents)
+        assert rows.shape == (n + 1, VOCAB)
+        if mode == "mask" and r > 0:
+            # The last tree's path was kept (moved into sequence order): fed are the token
+            # after it and this tree.
+            assert cache.fed - before == 1 + n
+        torch.testing.assert_close(rows, per_node_rows(target, prefix, tokens, parents), atol=2e-5, rtol=1e-4)
+        if n:
+            grown_t, grown_p = tokens + [5, 6], parents + [n - 1, n]
+            torch.testing.assert_close(cache.tree_logits(prefix, grown_t, grown_p),
+                                       per_node_rows(target, prefix, grown_t, grown_p), atol=2e-5, rtol=1e-4)
+        node, path = (n - 1 if n else -1), []
+        while node >= 0:
+            path.append(tokens[node])
+            node = parents[node]
+        prefix = prefix + path[::-1] + [r + 10]
+        if r % 3 == 2:  # a chain call in between, as a draft model's would be
+            torch.testing.assert_close(cache.logits(prefix, len(prefix) - 1),
+                                       per_node_rows(target, prefix, [], []), atol=2e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("widths", [(2, 2, 1), (3, 1), (1, 1, 1, 1)])
+def test_greedy_tree_decoding_equals_transformers_generate(sv, models, widths):
+    target, draft = models
+    for prompt in PROMPTS:
+        dec = sv.transformers.tree_decoder(target, draft, widths=widths, temperature=0, tree_attention="mask")
+        out = dec.generate(prompt, max_new=40)
+        assert out == hf_greedy(target, prompt, 40)
+        stats = dec.stats
+        assert stats.new_tokens == 40
+        assert dec.target_cache.forwards == stats.rounds  # one masked forward a round
+        # The target is fed the prompt, then each round the emitted token and the tree: the
+        # accepted path's entries are kept, the others dropped.
+        assert dec.target_cache.fed == len(prompt) - 1 + stats.proposed + stats.rounds
+        assert stats.accepted > 0
+
+
+class IgnoresTreeMask(torch.nn.Module):
+    """A causal LM that takes a 4-D mask and position ids but ignores them (plain causal
+    attention): the masked rows are wrong, and only a check can tell."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.inner, self.config = model, model.config
+
+    def forward(self, input_ids=None, attention_mask=None, position_ids=None, cache=None, use_cache=True):
+        return self.inner(input_ids=input_ids, cache=cache, use_cache=use_cache)
+
+
+def test_auto_checks_the_mask_once(sv, models):
+    target, draft = models
+    prompt = PROMPTS[0]
+    dec = sv.transformers.tree_decoder(target, draft, widths=(2, 2), temperature=0)
+    assert dec.target_cache.tree_attention == "auto"
+    assert dec.generate(prompt, max_new=24) == hf_greedy(target, prompt, 24)
+    assert dec.target_cache.tree_attention == "mask" and dec.draft_cache.tree_attention == "mask"
+    wrong = sv.transformers.tree_decoder(IgnoresTreeMask(target), draft, widths=(2, 2), temperature=0)
+    assert wrong.generate(prompt, max_new=24) == hf_greedy(target, prompt, 24)
+    assert wrong.target_cache.tree_attention == "branches"
+    # Forced, the ignored mask gives wrong rows: what the check is for.
+    forced = sv.transformers.CachedCausalLM(IgnoresTreeMask(target))
+    forced.tree_attention = "mask"
+    tokens, parents = [5, 6, 7], [-1, -1, 1]
+    assert not torch.allclose(forced.tree_logits(prompt, tokens, parents),
+                              per_node_rows(target, prompt, tokens, parents), atol=1e-3)
+
+
+def test_tree_decoding_falls_back_to_one_forward_per_branch(sv, models):
+    target, draft = models
+    prompt = PROMPTS[0]
+    dec = sv.transformers.tree_decoder(NoTreeMask(target), draft, widths=(2, 2), temperature=0)
+    assert dec.generate(prompt, max_new=24) == hf_greedy(target, prompt, 24)
+    assert dec.target_cache.tree_attention == "branches"
+    assert dec.target_cache.forwards > dec.stats.rounds  # several branches a round
+    strict = sv.transformers.tree_decoder(NoTreeMask(target), draft, widths=(2,), temperature=0,
+                                          tree_attention="mask")
+    with pytest.raises(ValueError, match="4-D attention mask"):
+        strict.generate(prompt, max_new=4)
+
+
+def test_tree_decoding_with_prompt_lookup(sv, models):
+    target, _ = models
+    prompt = PROMPTS[0] * 3  # repeats: prompt lookup finds matches
+    dec = sv.transformers.tree_decoder(target, draft_tree=sv.PromptLookupTree(branches=3, depth=4), temperature=0)
+    assert dec.generate(prompt, max_new=30) == hf_greedy(target, prompt, 30)
+    assert dec.draft_cache is None
+
+
+def test_tree_sampling_is_reproducible_and_valid(sv, models):
+    # Temperature 0.03: the tiny random models' rows are flat (logits spread about 0.16), so
+    # only a low temperature gives the top children a fair chance.
+    target, draft = models
+    for draw in (True, False):
+        outs = []
+        for _ in range(2):
+            g = torch.Generator().manual_seed(5)
+            dec = sv.transformers.tree_decoder(target, draft, widths=(2, 2), temperature=0.03, generator=g,
+                                               draw_children=draw)
+            outs.append(dec.generate(PROMPTS[0], max_new=30))
+            assert len(outs[-1]) == len(PROMPTS[0]) + 30 and all(0 <= t < VOCAB for t in outs[-1])
+            assert dec.stats.accepted > 0
+        assert outs[0] == outs[1]
+
+
+def test_tree_decoder_arguments(sv, models):
+    target, draft = models
+    with pytest.raises(ValueError, match="pass draft_model or draft_tree"):
+        sv.transformers.tree_decoder(target)
+    with pytest.raises(ValueError, match="widths must be"):
+        sv.transformers.tree_decoder(target, draft, widths=(2, 0))
+    with pytest.raises(ValueError, match="tree_attention must be"):
+        sv.transformers.tree_decoder(target, draft, tree_attention="dense")

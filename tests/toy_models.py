@@ -96,3 +96,78 @@ def sequence_law(model: ToyLM, prompt: List[int], length: int,
 
     walk(list(prompt), 1.0)
     return law
+
+
+# Trees (the decoder's tree mode) --------------------------------------------------------------
+
+def tree_shape(widths: Sequence[int]) -> List[int]:
+    """The parents of a tree in depth-first order where every node at depth d has widths[d]
+    children: (2, 1) gives [-1, 0, -1, 2] (two branches of two nodes)."""
+    parents: List[int] = []
+
+    def grow(node: int, depth: int) -> None:
+        if depth == len(widths):
+            return
+        for _ in range(widths[depth]):
+            parents.append(node)
+            grow(len(parents) - 1, depth + 1)
+
+    grow(-1, 0)
+    return parents
+
+
+def paths_of(prefix: Sequence[int], tokens: Sequence[int], parents: Sequence[int]) -> List[List[int]]:
+    """prefix + the tokens on the path to node j, for every node j (the context of row j+1)."""
+    ctx: List[List[int]] = []
+    for t, p in zip(tokens, parents):
+        ctx.append((list(prefix) if p < 0 else ctx[p]) + [int(t)])
+    return ctx
+
+
+def target_tree_rows(model: ToyLM, logits: bool = False):
+    """A target_tree_step: row 0 after prefix, row j+1 after prefix + the path to node j."""
+    def step(prefix, tokens, parents):
+        seqs = [list(prefix)] + paths_of(prefix, tokens.tolist(), parents.tolist())
+        return torch.stack([model.logits(s) if logits else model.probs(s) for s in seqs])
+    return step
+
+
+def topk_tree_draft(model: ToyLM, widths: Sequence[int]):
+    """A draft_tree of deterministic children: the children of a node are the widths[d] most
+    probable tokens of the draft's row there (distinct), the most probable first."""
+    parents = tree_shape(widths)
+    depth = [0] * len(parents)
+    for j, p in enumerate(parents):
+        depth[j] = 0 if p < 0 else depth[p] + 1
+
+    def draft(prefix):
+        tokens: List[int] = []
+        ctx: List[List[int]] = []
+        rank: Dict[int, int] = {}  # how many children each node has been given so far
+        for j, p in enumerate(parents):
+            base = list(prefix) if p < 0 else ctx[p]
+            r = rank.get(p, 0)
+            rank[p] = r + 1
+            t = int(torch.topk(model.logits(base), widths[depth[j]]).indices[r])
+            tokens.append(t)
+            ctx.append(base + [t])
+        return torch.tensor(tokens, dtype=torch.int64), torch.tensor(parents, dtype=torch.int64), None
+    return draft
+
+
+def sampling_tree_draft(model: ToyLM, widths: Sequence[int], generator: torch.Generator):
+    """A draft_tree whose children are drawn independently from the draft's row at their parent
+    (repeats allowed), with the draft rows [N+1, V] (rows of leaves included)."""
+    parents = tree_shape(widths)
+
+    def draft(prefix):
+        tokens: List[int] = []
+        ctx: List[List[int]] = []
+        for p in parents:
+            base = list(prefix) if p < 0 else ctx[p]
+            t = int(torch.multinomial(model.probs(base), 1, generator=generator))
+            tokens.append(t)
+            ctx.append(base + [t])
+        rows = torch.stack([model.probs(s) for s in [list(prefix)] + ctx])
+        return torch.tensor(tokens, dtype=torch.int64), torch.tensor(parents, dtype=torch.int64), rows
+    return draft

@@ -9,9 +9,12 @@ accept_logits, accept_logits_with_uniforms  accept on the warped rows of target 
 verify_tree, verify_tree_probs (+ _with_uniforms)  tree drafts: several candidate branches
                     verified in one call, greedy or exactly sampled.
 SpeculativeDecoder  the draft/verify loop over user callbacks (or, from_logits, over two
-                    logits functions); DecodeStats its statistics.
+                    logits functions); DecodeStats its statistics. from_tree and
+                    from_tree_logits: rounds that verify trees (TreeDecodeStats).
 PromptLookup        a draft_step without a draft model: copies the continuation of the
                     prefix's suffix n-gram from its last earlier occurrence.
+PromptLookupTree    a draft_tree: the continuations of several earlier occurrences, merged
+                    into a prefix tree.
 transformers        speculative_decoder(draft_model, target_model, ...) for two Hugging Face
                     causal LMs (imports transformers only when called).
 isa, available_isas the instruction-set path in use, and those this CPU can run.
@@ -41,7 +44,8 @@ from ._api import (  # noqa: F401
 )
 from ._ops import ops  # noqa: F401
 from .decoder import DecodeStats, SpeculativeDecoder
-from .prompt_lookup import PromptLookup
+from .tree_decoder import TreeDecodeStats
+from .prompt_lookup import PromptLookup, PromptLookupTree
 from . import transformers  # noqa: F401,E402  (a module: transformers itself is imported lazily)
 
 __all__ = [
@@ -60,6 +64,8 @@ __all__ = [
     "SpeculativeDecoder",
     "DecodeStats",
     "PromptLookup",
+    "PromptLookupTree",
+    "TreeDecodeStats",
     "isa",
     "available_isas",
 ]

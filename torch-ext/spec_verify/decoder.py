@@ -562,6 +562,86 @@ class SpeculativeDecoder:
         dec._draft_rows_name = "draft_logits_step returned logits"
         return dec
 
+    @classmethod
+    def from_tree(
+        cls,
+        draft_tree: Callable,
+        target_tree_step: Callable,
+        *,
+        greedy: bool = True,
+        generator: Optional[torch.Generator] = None,
+        verifier: Optional[Callable] = None,
+    ) -> "SpeculativeDecoder":
+        """A decoder whose rounds verify a tree of candidates (`verify_tree_probs`).
+
+        Each round calls `draft_tree(prefix) -> (tokens [N], parents [N], draft_rows)` and
+        `target_tree_step(prefix, tokens, parents) -> rows [N+1, V]`, and keeps the path the
+        verifier accepts plus its emitted token. The layout is the ops' (Note [Tree
+        verification]): `parents[j]` in `[-1, j)` (-1: a child of the root), row 0 after
+        `prefix`, row j+1 after `prefix` and the path to node j. N = 0 is a plain target step.
+        See `spec_verify.tree_decoder` for the KV-cache contract.
+
+        Args:
+            draft_tree (`Callable[[List[int]], tuple]`): the tree: `tokens` and `parents` as
+                1-D integer tensors or lists of ints, and `draft_rows` None or float32
+                `[N+1, V]` (row j+1: the distribution node j's children were drawn from,
+                independently; rows of leaves are never read). None when sampling means
+                deterministic children (candidates such as top-k or prompt-lookup matches),
+                whose siblings must hold distinct tokens. Not called with one token left.
+            target_tree_step (`Callable[[List[int], torch.Tensor, torch.Tensor], torch.Tensor]`):
+                float32 `[N+1, V]` on the CPU; `tokens` and `parents` are contiguous int64
+                CPU tensors. Probabilities (unnormalised is fine); logits when greedy.
+            greedy (`bool`, *optional*, defaults to `True`): greedy verification (output
+                identical to greedy decoding of the target); else exact sampling.
+            generator (`torch.Generator`, *optional*): the verifier's generator.
+            verifier (`Callable`, *optional*): `verifier(target_rows, draft_rows, tokens,
+                parents, generator) -> (path, next_token)` instead of `verify_tree_probs`;
+                its path is checked to run from the root down.
+
+        Returns:
+            `SpeculativeDecoder`: a `tree_decoder.TreeDecoder`, whose `stats` is a
+            `TreeDecodeStats`.
+
+        Raises:
+            TypeError: a callback, verifier or generator of the wrong type; greedy not a bool.
+                While generating, output of the wrong kind raises naming the callback, and
+                contents the op rejects (a parent out of order, repeated sibling tokens
+                without draft rows, a token outside the vocabulary) raise its ValueError
+                prefixed with the callback.
+        """
+        from .tree_decoder import from_tree
+        return from_tree(draft_tree, target_tree_step, greedy=greedy, generator=generator, verifier=verifier)
+
+    @classmethod
+    def from_tree_logits(
+        cls,
+        draft_tree: Callable,
+        target_tree_logits_step: Callable,
+        *,
+        temperature: float = 1.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        min_p: float = 0.0,
+        generator: Optional[torch.Generator] = None,
+        verifier: Optional[Callable] = None,
+    ) -> "SpeculativeDecoder":
+        """`from_tree` on logits rows, verified by `verify_tree` with these warping parameters
+        (temperature 0: greedy). Draft rows, when given, are logits too, and the children
+        must have been sampled from them warped alike (`sv.sample` with the same parameters).
+
+        Args:
+            draft_tree, verifier, generator: as for `from_tree`.
+            target_tree_logits_step: as `target_tree_step` of `from_tree`, returning float32
+                logits `[N+1, V]`.
+            temperature, top_k, top_p, min_p: as for `from_logits`.
+
+        Raises:
+            TypeError, ValueError: as for `from_tree`, and for bad warping parameters.
+        """
+        from .tree_decoder import from_tree_logits
+        return from_tree_logits(draft_tree, target_tree_logits_step, temperature=temperature, top_k=top_k,
+                                top_p=top_p, min_p=min_p, generator=generator, verifier=verifier)
+
     def generate(
         self,
         prompt_ids: Union[Sequence[int], torch.Tensor],

@@ -159,10 +159,143 @@ class PromptLookup:
             if type(t) is not int:
                 new[i] = _index(t, f"PromptLookup: prefix[{len(tokens) + i}]")
         tokens.extend(new)
-        length, low, high = len(tokens), self.min_ngram, self.max_ngram
-        for end in range(max(self._indexed_to, low), length):
+        self._index_range(max(self._indexed_to, self.min_ngram), len(tokens))
+        self._indexed_to = max(self._indexed_to, len(tokens))
+
+    def _index_range(self, first: int, length: int) -> None:
+        # Indexes the n-grams ending at first..length-1 (PromptLookupTree keeps several ends).
+        tokens, low, high = self._tokens, self.min_ngram, self.max_ngram
+        for end in range(first, length):
             window = tuple(tokens[max(0, end - high):end])
             for n in range(low, min(high, end) + 1):
                 self._index[n - low][window[len(window) - n:]] = end
             self.work += min(high, end) - low + 1
-        self._indexed_to = max(self._indexed_to, length)
+
+
+def _size(value, what: str, low: int) -> int:
+    n = _index(value, f"PromptLookupTree: {what}")
+    if n < low:
+        raise ValueError(f"PromptLookupTree: {what} must be an int >= {low}, got {n}")
+    return n
+
+
+class PromptLookupTree(PromptLookup):
+    """A `draft_tree` by prompt lookup: the continuations of several earlier matches, as a tree.
+
+    Called as `draft_tree(prefix) -> (tokens, parents, None)` (for
+    `SpeculativeDecoder.from_tree` / `from_tree_logits`). The branches: for n from the
+    longest suffix n-gram of `prefix` that occurs earlier (at most `max_ngram`) down to
+    `min_ngram`, the continuations of that n-gram's most recent earlier occurrences (at most
+    `matches` of them, the most recent first; a continuation already taken through a longer
+    n-gram is not taken again), until `branches` branches are taken. Each continuation is
+    `depth` tokens, copied as they run as `PromptLookup` copies them (periodic text extends
+    periodically). The branches are merged into a prefix tree in that order: a branch shares
+    the nodes of its longest common prefix with the branches before it and adds only the
+    rest, so siblings hold distinct tokens (deterministic children, verified without draft
+    rows) and a branch that repeats an earlier one adds nothing and does not count. The
+    first branch (the most recent occurrence of the longest n-gram, `PromptLookup`'s
+    proposal) is nodes 0..depth-1, a chain, and the first child tried at every level. At
+    most `max_nodes` nodes: the branch that reaches the budget is cut there. No match: 0
+    nodes (a plain target step).
+
+    Cost. The index keeps, per n-gram, the continuation starts of its `matches` most recent
+    occurrences (a list of at most `matches` ints, most recent last), so indexing a token
+    costs O(max_ngram - min_ngram + 1) keys as in `PromptLookup` plus O(matches) to trim each
+    list, and a round looks up at most `max_ngram - min_ngram + 1` keys and merges at most
+    `max_ngram - min_ngram + 1` times `matches` continuations of `depth` tokens:
+    O((max_ngram - min_ngram + 1) * matches * depth) plus the appended tokens' indexing,
+    independent of the length of the prefix.
+
+    Args:
+        max_ngram (`int`, *optional*, defaults to 3), min_ngram (`int`, *optional*, defaults
+            to 1): the suffix n-gram sizes, as for `PromptLookup`.
+        branches (`int`, *optional*, defaults to 4): the most branches (distinct
+            continuations), >= 1.
+        depth (`int`, *optional*, defaults to 8): tokens per branch (the tree's depth), >= 1.
+        max_nodes (`int`, *optional*): the most nodes, >= 1; defaults to `branches * depth`.
+        matches (`int`, *optional*): occurrences kept per n-gram, >= 1; defaults to
+            `branches`.
+
+    Example:
+        >>> tree = PromptLookupTree(max_ngram=2, branches=2, depth=2)
+        >>> tree([1, 2, 3, 1, 2, 4, 1, 2])   # (1, 2) was followed by 4 and, before, by 3
+        ([4, 1, 3, 1], [-1, 0, -1, 2], None)
+    """
+
+    def __init__(self, max_ngram: int = 3, min_ngram: int = 1, branches: int = 4, depth: int = 8,
+                 max_nodes: Optional[int] = None, matches: Optional[int] = None):
+        self.branches = _size(branches, "branches", 1)
+        self.depth = _size(depth, "depth", 1)
+        self.max_nodes = self.branches * self.depth if max_nodes is None else _size(max_nodes, "max_nodes", 1)
+        self.matches = self.branches if matches is None else _size(matches, "matches", 1)
+        super().__init__(max_ngram, min_ngram)
+
+    def __repr__(self) -> str:
+        return (f"PromptLookupTree(max_ngram={self.max_ngram}, min_ngram={self.min_ngram}, branches={self.branches}, "
+                f"depth={self.depth}, max_nodes={self.max_nodes}, matches={self.matches})")
+
+    def _index_range(self, first: int, length: int) -> None:
+        # As PromptLookup's, but each key keeps its `matches` most recent continuation starts.
+        tokens, low, high, keep = self._tokens, self.min_ngram, self.max_ngram, self.matches
+        for end in range(first, length):
+            window = tuple(tokens[max(0, end - high):end])
+            for n in range(low, min(high, end) + 1):
+                table, key = self._index[n - low], window[len(window) - n:]
+                ends = table.get(key)
+                if ends is None:
+                    table[key] = [end]
+                else:
+                    ends.append(end)
+                    if len(ends) > keep:
+                        del ends[0]
+            self.work += min(high, end) - low + 1
+
+    def __call__(self, prefix: Sequence[int]) -> Tuple[List[int], List[int], None]:  # type: ignore[override]
+        """Proposes a tree of continuations of `prefix`.
+
+        Args:
+            prefix (`Sequence[int]`): the token ids so far.
+
+        Returns:
+            `Tuple[List[int], List[int], None]`: `(tokens, parents, None)`: the nodes in
+            topological order (`parents[j]` in `[-1, j)`), no draft rows.
+
+        Raises:
+            TypeError: a token that is not an int.
+        """
+        if type(prefix) is not list:
+            prefix = list(prefix)
+        self._follow(prefix)
+        tokens, length, depth = self._tokens, len(self._tokens), self.depth
+        out_tokens: List[int] = []
+        out_parents: List[int] = []
+        children: Dict[Tuple[int, int], int] = {}  # (parent, token) -> node
+        taken = set()
+        branches = 0
+        for n in range(min(self.max_ngram, length - 1), self.min_ngram - 1, -1):
+            self.work += 1
+            ends = self._index[n - self.min_ngram].get(tuple(tokens[length - n:]))
+            if not ends:
+                continue
+            for start in reversed(ends):  # the most recent first
+                if start in taken:
+                    continue
+                taken.add(start)
+                branch = tokens[start:start + depth]
+                for i in range(len(branch), depth):
+                    branch.append(branch[i - (length - start)])
+                node, added = -1, False
+                for t in branch:
+                    child = children.get((node, t))
+                    if child is None:
+                        if len(out_tokens) == self.max_nodes:
+                            break
+                        child = children[(node, t)] = len(out_tokens)
+                        out_tokens.append(t)
+                        out_parents.append(node)
+                        added = True
+                    node = child
+                branches += added
+                if branches == self.branches or len(out_tokens) == self.max_nodes:
+                    return out_tokens, out_parents, None
+        return out_tokens, out_parents, None

@@ -21,6 +21,12 @@ the accepted draft tokens, so a round feeds the target k+1 tokens and the draft 
 draft token is never fed). Needs a cache that can be cropped (`DynamicCache`, i.e. full
 attention); otherwise the adapter falls back to recomputing the prefix.
 
+`tree_decoder(target_model, draft_model or draft_tree=...)` is the decoder's tree mode
+(`SpeculativeDecoder.from_tree_logits`): the target scores a whole tree in one forward with
+a 4-D attention mask (each node sees the prefix and its ancestors, at position prefix + its
+depth) when the model accepts one, else in one forward per branch; see
+`CachedCausalLM.tree_logits` for the cost and what the cache keeps.
+
 transformers is imported only inside these functions: the package itself needs only torch.
 """
 from __future__ import annotations
@@ -72,10 +78,70 @@ class CachedCausalLM:
         self.cache = None
         self.ids: List[int] = []
         self.fed = 0
+        self.forwards = 0
+        # After tree_logits: (tokens, parents, rows) of the tree whose nodes follow `ids` in
+        # the cache (ids is then the tree's prefix); None otherwise (the cache holds ids).
+        self._tree: Optional[Tuple[List[int], List[int], torch.Tensor]] = None
+        # "mask" (one forward with a 4-D tree attention mask), "branches" (one forward per
+        # branch), or "auto": checked once, then one of the two (see tree_logits).
+        self.tree_attention = "auto"
 
     def reset(self) -> None:
         """Drops the cache (the next call feeds its whole sequence)."""
-        self.cache, self.ids = None, []
+        self.cache, self.ids, self._tree = None, [], None
+
+    def _settle(self, upcoming: Optional[List[int]] = None) -> None:
+        # Back to a cache holding exactly `ids`, after a tree. `upcoming` (the next sequence
+        # asked about) tells which path of the tree was accepted: the nodes it follows down
+        # from the root. Their entries are moved into sequence order right after the prefix
+        # (O(path) copied, each layer a DynamicLayer) and the rest dropped; else the cache
+        # keeps the tree's leading chain (nodes 0..m-1 with parents[i] = i - 1, already in
+        # sequence order) and the common-prefix rule feeds the rest again.
+        if self._tree is None:
+            return
+        tokens, parents, _ = self._tree
+        self._tree = None
+        length = len(self.ids)
+        path: List[int] = []
+        if upcoming is not None and len(upcoming) > length and upcoming[:length] == self.ids:
+            node = -1
+            for t in upcoming[length:]:
+                child = next((c for c in range(node + 1, len(tokens)) if parents[c] == node and tokens[c] == t), None)
+                if child is None:
+                    break
+                path.append(child)
+                node = child
+        if path and path != list(range(len(path))) and self._gather(length, path, len(tokens)):
+            self.ids = self.ids + [tokens[c] for c in path]
+            return
+        m = 0
+        while m < len(tokens) and parents[m] == m - 1:
+            m += 1
+        if len(tokens) > m:
+            try:
+                self.cache.crop(m - len(tokens))
+            except (ValueError, RuntimeError, NotImplementedError):
+                self.cache, self.ids = None, []
+                return
+        self.ids = self.ids + tokens[:m]
+
+    def _gather(self, length: int, path: List[int], n: int) -> bool:
+        try:
+            from transformers.cache_utils import DynamicLayer
+        except ImportError:
+            return False
+        layers = getattr(self.cache, "layers", None)
+        if not layers or any(type(layer) is not DynamicLayer or layer.keys is None
+                             or layer.keys.shape[-2] != length + n for layer in layers):
+            return False
+        source = torch.tensor(path, dtype=torch.int64) + length
+        end = length + len(path)
+        for layer in layers:
+            for name in ("keys", "values"):
+                t = getattr(layer, name)
+                t[..., length:end, :] = t.index_select(-2, source)  # a copy first: no overlap
+                setattr(layer, name, t[..., :end, :])
+        return True
 
     @torch.no_grad()
     def logits(self, seq: List[int], first: int) -> torch.Tensor:
@@ -94,6 +160,7 @@ class CachedCausalLM:
         """
         if not 0 <= first < len(seq):
             raise ValueError(f"need 0 <= first < len(seq), got first = {first}, len(seq) = {len(seq)}")
+        self._settle(seq)
         start = min(_common_prefix(self.ids, seq), first)
         if self.cache is None or start == 0:
             self.cache, start = self._new_cache(), 0
@@ -106,7 +173,148 @@ class CachedCausalLM:
         out = self.model(input_ids=feed, use_cache=True, **{self._cache_arg: self.cache})
         self.ids = list(seq)
         self.fed += feed.shape[1]
+        self.forwards += 1
         return out.logits[0, first - start:].float()
+
+    @torch.no_grad()
+    def tree_logits(self, prefix: List[int], tokens: List[int], parents: List[int]) -> torch.Tensor:
+        """The next-token logits after `prefix` and after the path to each node of a tree.
+
+        The tree is laid out as the tree ops take it: node j holds `tokens[j]`, its parent is
+        `parents[j]` in `[-1, j)` (-1: the root, the end of `prefix`).
+
+        `tree_attention` "auto" (the default) tries the mask: if the model rejects it, or if on
+        the first tree that is not a chain the masked rows differ from one forward per branch
+        (by more than 1024 float epsilons of the model's dtype, at most 5%, times 1 + the
+        largest |logit|), it switches to "branches" for good; else to "mask".
+
+        With "mask": one forward over the part of `prefix` the cache lacks (at least its last
+        token) and the N nodes, with a 4-D attention mask in which node j attends to the
+        cache, the prefix and its own ancestors, at position `len(prefix) - 1 + depth(j)`. A
+        call with the same prefix and a tree that extends the last call's (the same first
+        nodes) feeds only the new nodes (the draft side of a tree, grown level by level).
+        The next call that continues `prefix` down a path of the tree keeps that path's
+        entries (moved into sequence order) and drops the other nodes', so a decoding round
+        feeds the emitted token and the next tree only. With "branches": one forward per
+        leaf over the nodes of its branch that the branch before it does not share.
+
+        Args:
+            prefix (`List[int]`): token ids, at least one.
+            tokens, parents (`List[int]`): the tree, N nodes each.
+
+        Returns:
+            `torch.Tensor`: float32 `[N+1, V]`: row 0 after `prefix`, row j+1 after `prefix`
+            and the path to node j.
+        """
+        if not prefix:
+            raise ValueError("tree_logits needs a prefix of at least one token")
+        if self.tree_attention == "branches":
+            return self._tree_branches(prefix, tokens, parents)
+        try:
+            rows = self._tree_mask(prefix, tokens, parents)
+        except (TypeError, ValueError, RuntimeError, IndexError):
+            if self.tree_attention == "mask":
+                raise
+            self.reset()  # the failed forward may have left part of its entries behind
+            rows = self._tree_branches(prefix, tokens, parents)  # bad input raises here too
+            self.tree_attention = "branches"  # this model cannot take a custom 4-D mask
+            return rows
+        if self.tree_attention == "auto" and any(p != j - 1 for j, p in enumerate(parents)):
+            # Once, on the first tree that is not a chain: the masked rows against one forward
+            # per branch, since a model could take the mask and ignore it.
+            reference = self._tree_branches(prefix, tokens, parents)
+            eps = torch.finfo(next(self.model.parameters()).dtype).eps
+            tolerance = min(1024 * eps, 0.05) * (1.0 + float(reference.abs().max()))
+            if torch.allclose(rows, reference, rtol=0.0, atol=tolerance):
+                self.tree_attention = "mask"
+            else:
+                self.tree_attention = "branches"
+                return reference
+        return rows
+
+    def _tree_mask(self, prefix, tokens, parents) -> torch.Tensor:
+        n, length = len(tokens), len(prefix)
+        old = self._tree
+        if (old is not None and len(old[0]) <= n and self.ids == prefix and old[0] == tokens[:len(old[0])]
+                and old[1] == parents[:len(old[1])]):
+            # The same prefix and a larger tree: feed the new nodes only.
+            have, done_rows = len(old[0]), old[2]
+            if have == n:
+                return done_rows
+            start = length
+        else:
+            self._settle(prefix)
+            have, done_rows = 0, None
+            start = min(_common_prefix(self.ids, prefix), length - 1)
+            if self.cache is None or start == 0:
+                self.cache, start = self._new_cache(), 0
+            elif len(self.ids) > start:
+                try:
+                    self.cache.crop(start - len(self.ids))
+                except (ValueError, RuntimeError, NotImplementedError):
+                    self.cache, start = self._new_cache(), 0
+        past = start + have  # entries in the cache before this forward
+        # ancestors[j]: node j and its ancestors, as a bool row over the n nodes.
+        ancestors = torch.zeros(n, n, dtype=torch.bool)
+        depth = []
+        for j, p in enumerate(parents):
+            if p >= 0:
+                ancestors[j] = ancestors[p]
+            ancestors[j, j] = True
+            depth.append(1 if p < 0 else depth[p] + 1)
+        head = length - start  # prefix tokens fed (0 when only new nodes are fed)
+        feed = prefix[start:] + tokens[have:]
+        width = past + len(feed)
+        allow = torch.ones(len(feed), width, dtype=torch.bool).tril(past)  # causal over cache + feed
+        # Columns: prefix token i at i, node j at length + j (cached or fed). A node's row
+        # sees the whole prefix and its ancestors (itself included).
+        allow[head:] = False
+        allow[head:, :length] = True
+        allow[head:, length:] = ancestors[have:]
+        dtype = next(self.model.parameters()).dtype
+        mask = torch.zeros(1, 1, len(feed), width, dtype=dtype).masked_fill_(~allow, torch.finfo(dtype).min)
+        positions = list(range(start, length)) + [length - 1 + d for d in depth[have:]]
+        out = self.model(input_ids=torch.tensor([feed], dtype=torch.int64), attention_mask=mask,
+                         position_ids=torch.tensor([positions], dtype=torch.int64), use_cache=True,
+                         **{self._cache_arg: self.cache})
+        self.fed += len(feed)
+        self.forwards += 1
+        logits = out.logits[0].float()
+        if done_rows is None:
+            rows = logits[head - 1:]  # from the last prefix token on: row 0, then the nodes
+        else:
+            rows = torch.cat([done_rows, logits])
+        self.ids = list(prefix)
+        self._tree = (list(tokens), list(parents), rows)
+        return rows
+
+    def _tree_branches(self, prefix, tokens, parents) -> torch.Tensor:
+        n, length = len(tokens), len(prefix)
+        rows: List[Optional[torch.Tensor]] = [None] * (n + 1)
+        has_child = [False] * n
+        for p in parents:
+            if p >= 0:
+                has_child[p] = True
+        for leaf in [j for j in range(n) if not has_child[j]] or [None]:
+            path = []
+            node = leaf
+            while node is not None and node >= 0:
+                path.append(node)
+                node = parents[node]
+            path.reverse()
+            # Rows already known (row 0, and a shared beginning with an earlier branch) are
+            # not asked again: the cache keeps the common prefix and feeds the rest.
+            d0 = 0
+            while d0 < len(path) and rows[path[d0] + 1] is not None:
+                d0 += 1
+            if rows[0] is not None and d0 == len(path):
+                continue
+            first = length + d0 if rows[0] is not None else length - 1
+            out = self.logits(prefix + [tokens[j] for j in path], first)
+            for i, row in enumerate(out):
+                d = first - (length - 1) + i  # depth of the node the row follows (0: the root)
+                rows[0 if d == 0 else path[d - 1] + 1] = row
+        return torch.stack(rows)
 
 
 def logits_steps(draft_model, target_model) -> Tuple[Callable, Callable]:
@@ -177,4 +385,127 @@ def speculative_decoder(
     dec = SpeculativeDecoder.from_logits(draft_logits_step, target_logits_step, k, temperature=temperature,
                                          top_k=top_k, top_p=top_p, min_p=min_p, generator=generator)
     dec.draft_cache, dec.target_cache = draft_logits_step.model, target_logits_step.model
+    return dec
+
+
+def _tree_from_model(draft: CachedCausalLM, widths: Tuple[int, ...], draw: bool, params: dict,
+                     generator: Optional[torch.Generator]) -> Callable:
+    """A draft_tree grown level by level from a draft model: every node at depth d gets
+    widths[d] children, the most probable distinct tokens of its row (draw False), or
+    independent draws from its warped row (draw True; the draft logits rows are returned for
+    the verifier). One draft forward per level, feeding that level's new nodes."""
+    from ._api import sample
+
+    def draft_tree(prefix: List[int]):
+        tokens: List[int] = []
+        parents: List[int] = []
+        rows = draft.tree_logits(prefix, [], [])
+        frontier = [-1]
+        for d, width in enumerate(widths):
+            new = []
+            for node in frontier:
+                row = rows[node + 1]
+                if draw:
+                    picks = sample(row.expand(width, -1).contiguous(), generator=generator, **params).tolist()
+                else:
+                    picks = torch.topk(row, min(width, row.numel())).indices.tolist()
+                for t in picks:
+                    tokens.append(t)
+                    parents.append(node)
+                    new.append(len(tokens) - 1)
+            frontier = new
+            if d + 1 < len(widths):
+                rows = draft.tree_logits(prefix, tokens, parents)
+        if not draw:
+            return tokens, parents, None
+        # The leaves' rows are never read by the verifier: zeros stand in for them.
+        out = torch.zeros(len(tokens) + 1, rows.shape[1])
+        out[:rows.shape[0]] = rows
+        return tokens, parents, out
+
+    return draft_tree
+
+
+def tree_decoder(
+    target_model,
+    draft_model=None,
+    *,
+    draft_tree: Optional[Callable] = None,
+    widths: Tuple[int, ...] = (2, 2, 1),
+    draw_children: Optional[bool] = None,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    min_p: float = 0.0,
+    generator: Optional[torch.Generator] = None,
+    tree_attention: str = "auto",
+) -> SpeculativeDecoder:
+    """A tree-mode `SpeculativeDecoder` (`from_tree_logits`) over a Hugging Face causal LM.
+
+    The target scores every tree with `CachedCausalLM.tree_logits`: with a custom 4-D
+    attention mask when the model takes one (Llama and the other models whose mask creation
+    passes a 4-D mask through, transformers 5; checked once against per-branch forwards),
+    one forward over the tokens its cache lacks and the N nodes; otherwise (or with
+    `tree_attention="branches"`) one forward per leaf,
+    feeding the nodes of its branch that the branch before it does not share. Either way the
+    cache keeps the verified prefix and the accepted path: its entries are moved into
+    sequence order (for `DynamicCache` layers; with other caches, only the tree's leading
+    chain is kept and the accepted nodes off it are fed again).
+
+    The tree comes from `draft_tree` (for example `spec_verify.PromptLookupTree()`), or is
+    grown from `draft_model` with a fixed shape: each node at depth d gets `widths[d]`
+    children, either the most probable distinct tokens of the draft's row (deterministic
+    children; the default at temperature 0) or independent draws from its warped row (the
+    default when sampling; verified with the draft rows, SpecInfer's rule).
+
+    Args:
+        target_model (`transformers.PreTrainedModel`): the target causal LM.
+        draft_model (`transformers.PreTrainedModel`, *optional*): a draft causal LM with the
+            target's vocabulary; or pass `draft_tree`.
+        draft_tree (`Callable`, *optional*): a `draft_tree(prefix) -> (tokens, parents,
+            draft_rows)` callback (draft rows: logits, warped like the target's, or None).
+        widths (`Tuple[int, ...]`, *optional*, defaults to `(2, 2, 1)`): children per node
+            at each depth, for `draft_model`.
+        draw_children (`bool`, *optional*): draw the children (True) or take the top ones
+            (False); defaults to `temperature > 0`. Ignored at temperature 0 (top tokens).
+        temperature, top_k, top_p, min_p: the warping, as for `speculative_decoder`.
+        generator (`torch.Generator`, *optional*): the generator of every draw.
+        tree_attention (`str`, *optional*, defaults to `"auto"`): `"mask"`, `"branches"`, or
+            `"auto"`: the mask, checked once against one forward per branch on the first
+            tree that is not a chain, and branches for good if the model rejects the mask or
+            its rows differ (see `CachedCausalLM.tree_logits`).
+
+    Returns:
+        `SpeculativeDecoder`: its `target_cache` (and `draft_cache`, with a draft model) are
+        the `CachedCausalLM`s: tokens `fed`, `forwards`, and `tree_attention` (the mode in
+        use once a round has run).
+
+    Raises:
+        ValueError: neither or both of `draft_model` and `draft_tree`; bad widths or
+            tree_attention. TypeError, ValueError: as `SpeculativeDecoder.from_tree_logits`.
+    """
+    if (draft_model is None) == (draft_tree is None):
+        raise ValueError("tree_decoder: pass draft_model or draft_tree, not both or neither")
+    if tree_attention not in ("auto", "mask", "branches"):
+        raise ValueError(f"tree_decoder: tree_attention must be \"auto\", \"mask\" or \"branches\", "
+                         f"got {tree_attention!r}")
+    target = CachedCausalLM(target_model)
+    target.tree_attention = tree_attention
+    draft = None
+    if draft_model is not None:
+        widths = tuple(widths)
+        if not widths or any(type(w) is not int or w < 1 for w in widths):
+            raise ValueError(f"tree_decoder: widths must be a non-empty tuple of ints >= 1, got {widths!r}")
+        draft = CachedCausalLM(draft_model)
+        draft.tree_attention = tree_attention
+        draw = temperature != 0 and (temperature > 0 if draw_children is None else bool(draw_children))
+        params = dict(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p)
+        draft_tree = _tree_from_model(draft, widths, draw, params, generator)
+
+    def target_tree_logits_step(prefix: List[int], tokens: torch.Tensor, parents: torch.Tensor) -> torch.Tensor:
+        return target.tree_logits(prefix, tokens.tolist(), parents.tolist())
+
+    dec = SpeculativeDecoder.from_tree_logits(draft_tree, target_tree_logits_step, temperature=temperature,
+                                              top_k=top_k, top_p=top_p, min_p=min_p, generator=generator)
+    dec.target_cache, dec.draft_cache = target, draft
     return dec

@@ -1,0 +1,403 @@
+"""The decoder's tree mode: each round verifies a tree of candidate continuations.
+
+Made by `SpeculativeDecoder.from_tree` (probability rows, or logits when greedy) and
+`SpeculativeDecoder.from_tree_logits` (logits warped like `from_logits`). Contract with the
+callbacks (what a KV cache can rely on). Within one generation, every round calls
+
+    draft_tree(prefix)                        -> (tokens [N], parents [N], draft_rows [N+1, V] or None)
+    target_tree_step(prefix, tokens, parents) -> rows [N+1, V] float32
+
+with the same `prefix`, a fresh list: the prompt followed by every token emitted so far.
+The tree is laid out as the ops take it (Note [Tree verification]): node j holds
+`tokens[j]`, its parent is `parents[j]` in [-1, j) (-1: a child of the root, i.e. of the
+end of `prefix`); target row 0 is the distribution after `prefix`, row j+1 the one after
+`prefix` + the tokens on the path from the root to node j (node j included). Draft rows,
+when given, are laid out alike: row j+1 is the distribution node j's children were drawn
+from. A tree may have 0 nodes (a plain target step: one row).
+
+The next round's prefix is `prefix + [tokens[i] for i in path] + [x]`, the accepted path
+and the emitted token. So each prefix extends the last verified one, and of what
+target_tree_step fed its model last round (the prefix and the N nodes, each attending to
+its ancestors), only the prefix and the nodes of the accepted path stay valid: a cache
+keeps the prefix's entries, keeps (or recomputes) the accepted nodes' entries in path
+order, and drops every other node's. Near `max_new` the decoder drops the nodes deeper
+than the tokens left (remaining - 1) before calling target_tree_step, which then sees the
+smaller tree; with one token left draft_tree is not called (a 0-node round).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
+
+import torch
+
+from ._api import _index, _kind, _token_tensor, _warp_params, verify_tree, verify_tree_probs
+from .decoder import SpeculativeDecoder, _count, _now, _stop_set
+
+DraftTree = Callable[[List[int]], Tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]]
+TargetTreeStep = Callable[[List[int], torch.Tensor, torch.Tensor], torch.Tensor]
+TreeVerifier = Callable[[torch.Tensor, Optional[torch.Tensor], torch.Tensor, torch.Tensor,
+                         Optional[torch.Generator]], Tuple[Sequence[int], int]]
+
+_Tensor = torch.Tensor
+_int64 = torch.int64
+_float32 = torch.float32
+
+
+def _grow(counts: List[int], i: int) -> None:
+    if i >= len(counts):
+        counts.extend([0] * (i + 1 - len(counts)))
+    counts[i] += 1
+
+
+@dataclass
+class TreeDecodeStats:
+    """Statistics of one generation in tree mode (`SpeculativeDecoder.stats` of a decoder made
+    by `from_tree` or `from_tree_logits`), updated round by round.
+
+    Counts describe verification outcomes: a stop token inside an accepted path cuts the
+    output (`new_tokens`) but not `accepted`. Times are nanoseconds inside draft_tree,
+    inside target_tree_step, and in checking their output plus the verifier.
+
+    Attributes:
+        node_counts (`List[int]`): rounds by the number of nodes N the target was given
+            (after the nodes too deep for `max_new` were dropped); grows as needed.
+        accepted_length_counts (`List[int]`): rounds by the length of the accepted path.
+        depth_counts (`List[int]`): rounds by the depth of the tree the target was given
+            (0: no nodes).
+        pruned (`int`): nodes dropped because they were deeper than the tokens left.
+        new_tokens (`int`): tokens emitted.
+        draft_calls (`int`): calls of draft_tree.
+        draft_ns, target_ns, verify_ns (`int`): nanoseconds in draft_tree, in
+            target_tree_step, and in checking their output plus the verifier.
+        stop_reason (`str`): `"max_new"`, `"stop_token"`, or `""` while running.
+    """
+
+    node_counts: List[int] = field(default_factory=list)
+    accepted_length_counts: List[int] = field(default_factory=list)
+    depth_counts: List[int] = field(default_factory=list)
+    pruned: int = 0
+    new_tokens: int = 0
+    draft_calls: int = 0
+    draft_ns: int = 0
+    target_ns: int = 0
+    verify_ns: int = 0
+    stop_reason: str = ""
+
+    @property
+    def rounds(self) -> int:
+        """Verification rounds."""
+        return sum(self.node_counts)
+
+    @property
+    def target_calls(self) -> int:
+        """Calls of target_tree_step (one per round)."""
+        return self.rounds
+
+    @property
+    def proposed(self) -> int:
+        """Tree nodes given to the target."""
+        return sum(n * c for n, c in enumerate(self.node_counts))
+
+    @property
+    def accepted(self) -> int:
+        """Nodes accepted (the summed lengths of the accepted paths)."""
+        return sum(n * c for n, c in enumerate(self.accepted_length_counts))
+
+    @property
+    def mean_nodes(self) -> float:
+        """Nodes per round (NaN before the first round)."""
+        r = self.rounds
+        return self.proposed / r if r else math.nan
+
+    @property
+    def mean_accepted(self) -> float:
+        """Accepted path length per round (NaN before the first round)."""
+        r = self.rounds
+        return self.accepted / r if r else math.nan
+
+    @property
+    def acceptance_rate(self) -> float:
+        """Accepted nodes / nodes given to the target (NaN if none was); a tree's siblings
+        compete, so this is below a chain's rate for the same drafts."""
+        p = self.proposed
+        return self.accepted / p if p else math.nan
+
+    @property
+    def tokens_per_target_call(self) -> float:
+        """Tokens emitted per target_tree_step call (NaN before the first round)."""
+        t = self.target_calls
+        return self.new_tokens / t if t else math.nan
+
+    @property
+    def draft_seconds(self) -> float:
+        """Seconds inside draft_tree."""
+        return self.draft_ns * 1e-9
+
+    @property
+    def target_seconds(self) -> float:
+        """Seconds inside the target callback."""
+        return self.target_ns * 1e-9
+
+    @property
+    def verify_seconds(self) -> float:
+        """Seconds checking the callbacks' output and inside the verifier."""
+        return self.verify_ns * 1e-9
+
+    def as_dict(self) -> dict:
+        """Every field and every public property, by name (lists are copies)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        for name, attr in vars(type(self)).items():
+            if isinstance(attr, property) and not name.startswith("_"):
+                out[name] = getattr(self, name)
+        return {name: list(v) if isinstance(v, list) else v for name, v in out.items()}
+
+    def summary(self) -> str:
+        """The statistics in one line."""
+        return (f"{self.new_tokens} tokens in {self.rounds} tree rounds: {self.tokens_per_target_call:.2f} tokens "
+                f"per target call; {self.mean_nodes:.1f} nodes and an accepted path of {self.mean_accepted:.2f} "
+                f"per round ({self.acceptance_rate:.1%} of nodes); time draft {self.draft_seconds * 1e3:.1f} ms, "
+                f"target {self.target_seconds * 1e3:.1f} ms, verify {self.verify_seconds * 1e3:.1f} ms; stopped by "
+                f"{self.stop_reason or '-'}")
+
+
+# Which callback produced what a tree op rejected: the argument the op's message names first
+# ("spec_verify.<op>: <argument>", as in decoder._CULPRITS). {target} is the target
+# callback's name.
+_TREE_CULPRITS = {
+    "target_probs": "{target}'s rows",
+    "target_logits": "{target}'s logits",
+    "draft_probs": "draft_tree's rows",
+    "draft_logits": "draft_tree's rows",
+    "tokens": "draft_tree's tokens",
+    "parents": "draft_tree's parents",
+}
+_OP_ERROR = re.compile(r"spec_verify\.\w+: (\w+)")
+
+
+def _depths(parents: List[int]) -> List[int]:
+    """Node depths (a child of the root: 1), checking that parents are topological."""
+    depth = []
+    for j, p in enumerate(parents):
+        if not -1 <= p < j:
+            raise ValueError(f"draft_tree's parents[{j}] = {p} must be in [-1, {j}): nodes in topological order, "
+                             f"-1 for a child of the root")
+        depth.append(1 if p < 0 else depth[p] + 1)
+    return depth
+
+
+class TreeDecoder(SpeculativeDecoder):
+    """A `SpeculativeDecoder` whose rounds verify trees; made by `SpeculativeDecoder.from_tree`
+    or `SpeculativeDecoder.from_tree_logits` (see them, and this module's docstring for the
+    callback contract). `generate` and `stream` work as for any decoder; `.stats` is a
+    `TreeDecodeStats`."""
+
+    def __init__(self, draft_tree: DraftTree, target_tree_step: TargetTreeStep, *, greedy: bool,
+                 generator: Optional[torch.Generator], verifier: Optional[TreeVerifier], what: str,
+                 warping: Optional[dict] = None, target_name: str = "target_tree_step"):
+        for name, f in (("draft_tree", draft_tree), (target_name, target_tree_step)):
+            if not callable(f):
+                raise TypeError(f"{what}: {name} must be callable, got {type(f).__name__}")
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise TypeError(f"{what}: generator must be a torch.Generator or None, got {type(generator).__name__}")
+        if verifier is not None and not callable(verifier):
+            raise TypeError(f"{what}: verifier must be callable or None, got {type(verifier).__name__}")
+        self.draft_tree = draft_tree
+        self.target_tree_step = target_tree_step
+        self.greedy = greedy
+        self.generator = generator
+        self.warping = warping
+        self.custom_verifier = verifier is not None
+        self.verifier = verifier if verifier is not None else self._default_verifier()
+        self.stats = TreeDecodeStats()
+        self._target_name = target_name
+
+    def __repr__(self) -> str:
+        if self.warping is not None:
+            params = ", ".join(f"{name}={value}" for name, value in self.warping.items())
+            return f"SpeculativeDecoder.from_tree_logits({params})"
+        return f"SpeculativeDecoder.from_tree(greedy={self.greedy})"
+
+    def _default_verifier(self) -> TreeVerifier:
+        if self.warping is not None:
+            w = self.warping
+
+            def verify(rows, draft_rows, tokens, parents, generator):
+                return verify_tree(rows, tokens, parents, draft_rows, temperature=w["temperature"], top_k=w["top_k"],
+                                   top_p=w["top_p"], min_p=w["min_p"], generator=generator)
+        else:
+            greedy = self.greedy
+
+            def verify(rows, draft_rows, tokens, parents, generator):
+                return verify_tree_probs(rows, tokens, parents, draft_rows, greedy=greedy, generator=generator)
+        return verify
+
+    # The loop ------------------------------------------------------------------------------
+
+    def _rounds(self, seq: List[int], max_new: int, eos_token_id) -> Iterator[List[int]]:
+        # Argument errors surface at the call, not at the first next() of a stream.
+        max_new = _count(max_new, "max_new")
+        stop = _stop_set(eos_token_id)
+        self.stats = stats = TreeDecodeStats()
+        if max_new == 0:
+            stats.stop_reason = "max_new"
+        return self._tree_loop(seq, max_new, stop, stats)
+
+    def _tree_loop(self, seq: List[int], max_new: int, stop: frozenset,
+                   stats: TreeDecodeStats) -> Iterator[List[int]]:
+        empty = torch.empty(0, dtype=_int64)
+        remaining = max_new
+        while remaining > 0:
+            t0 = _now()
+            if remaining > 1:
+                out = self.draft_tree(list(seq))
+                t1 = _now()
+                stats.draft_calls += 1
+                tokens, parents, draft_rows = self._check_tree(out)
+                token_list, parent_list = tokens.tolist(), parents.tolist()
+                depth = 0
+                if token_list:
+                    # Never accept past max_new: drop the nodes deeper than remaining - 1.
+                    depths = _depths(parent_list)
+                    depth = max(depths)
+                    if depth > remaining - 1:
+                        tokens, parents, draft_rows, token_list, parent_list = self._prune(
+                            depths, remaining - 1, token_list, parent_list, draft_rows)
+                        stats.pruned += len(depths) - len(token_list)
+                        depth = remaining - 1 if token_list else 0
+            else:
+                t1 = t0
+                tokens, parents, draft_rows, token_list, parent_list, depth = empty, empty, None, [], [], 0
+            t2 = _now()
+            rows = self.target_tree_step(list(seq), tokens, parents)
+            t3 = _now()
+            path, nxt = self._verify(rows, draft_rows, tokens, parents, parent_list)
+            chunk = [token_list[i] for i in path]
+            chunk.append(nxt)
+            if stop and not stop.isdisjoint(chunk):
+                del chunk[next(i for i, t in enumerate(chunk) if t in stop) + 1:]
+                remaining = 0
+                stats.stop_reason = "stop_token"
+            else:
+                remaining -= len(chunk)  # never below 0: the tree is at most remaining - 1 deep
+                if remaining == 0:
+                    stats.stop_reason = "max_new"
+            seq.extend(chunk)
+            _grow(stats.node_counts, len(token_list))
+            _grow(stats.accepted_length_counts, len(path))
+            _grow(stats.depth_counts, depth)
+            stats.new_tokens += len(chunk)
+            t4 = _now()
+            stats.draft_ns += t1 - t0
+            stats.target_ns += t3 - t2
+            stats.verify_ns += (t2 - t1) + (t4 - t3)
+            yield chunk
+
+    @staticmethod
+    def _prune(depths, limit, token_list, parent_list, draft_rows):
+        # Topological order: a kept node's parent is shallower, hence kept and renumbered first.
+        new_index, tokens, parents = {}, [], []
+        for j, d in enumerate(depths):
+            if d <= limit:
+                p = parent_list[j]
+                new_index[j] = len(tokens)
+                tokens.append(token_list[j])
+                parents.append(-1 if p < 0 else new_index[p])
+        if draft_rows is not None:
+            draft_rows = draft_rows[[0] + [j + 1 for j in new_index]]
+        return (torch.tensor(tokens, dtype=_int64), torch.tensor(parents, dtype=_int64), draft_rows, tokens,
+                parents)
+
+    # Checks of the callbacks' output -------------------------------------------------------
+
+    def _check_tree(self, out):
+        if not isinstance(out, (tuple, list)) or len(out) != 3:
+            raise TypeError(f"draft_tree must return a triple (tokens, parents, draft_rows), got {_kind(out)}"
+                            + (f" of length {len(out)}" if isinstance(out, (tuple, list)) else ""))
+        tokens, parents, rows = out
+        ids = []
+        for name, x in (("tokens", tokens), ("parents", parents)):
+            if not (type(x) is _Tensor and x.dtype is _int64 and x.is_cpu):
+                x = _token_tensor(x, f"draft_tree's {name}").to(_int64)
+            if x.dim() != 1:
+                raise ValueError(f"draft_tree's {name} must be 1-D, got shape {list(x.shape)}")
+            ids.append(x.contiguous())
+        tokens, parents = ids
+        n = tokens.shape[0]
+        if parents.shape[0] != n:
+            raise ValueError(f"draft_tree returned {n} tokens but {parents.shape[0]} parents")
+        if self.greedy or rows is None:  # greedy: draft rows unused; sampling: deterministic children
+            return tokens, parents, None
+        what = "draft_tree's rows"
+        if not isinstance(rows, torch.Tensor):
+            raise TypeError(f"{what}: got {_kind(rows)}, expected a float32 tensor [N+1, V] or None")
+        if rows.dtype != _float32:
+            raise TypeError(f"{what} have dtype {rows.dtype}, expected torch.float32")
+        if rows.dim() != 2 or rows.shape[0] != n + 1:
+            raise ValueError(f"{what} have shape {list(rows.shape)}, expected [N+1, V] with N = {n}, the number "
+                             f"of nodes it returned")
+        if not rows.is_cpu:
+            raise ValueError(f"{what} are on {rows.device}, expected a tensor on the CPU")
+        return tokens, parents, rows
+
+    def _check_target(self, rows, n: int) -> int:
+        name = self._target_name
+        if not isinstance(rows, torch.Tensor):
+            raise TypeError(f"{name} returned {_kind(rows)}, expected a float32 tensor [N+1, V]")
+        if rows.dtype != _float32:
+            raise TypeError(f"{name} returned rows of dtype {rows.dtype}, expected torch.float32")
+        if rows.dim() != 2 or rows.shape[0] != n + 1 or rows.shape[1] == 0:
+            raise ValueError(f"{name} returned rows of shape {list(rows.shape)}, expected [N+1, V] = [{n + 1}, V] "
+                             f"with V > 0 for the N = {n} tree nodes")
+        if not rows.is_cpu:
+            raise ValueError(f"{name} returned rows on {rows.device}, expected a tensor on the CPU")
+        return rows.shape[1]
+
+    def _verify(self, rows, draft_rows, tokens, parents, parent_list) -> Tuple[List[int], int]:
+        n = len(parent_list)
+        vocab = self._check_target(rows, n)
+        if draft_rows is not None and draft_rows.shape[1] != vocab:
+            raise ValueError(f"draft_tree's rows have V = {draft_rows.shape[1]} columns but {self._target_name} "
+                             f"returned rows with V = {vocab}")
+        try:
+            result = self.verifier(rows, draft_rows, tokens, parents, self.generator)
+        except (ValueError, TypeError) as e:
+            m = _OP_ERROR.match(str(e))
+            who = _TREE_CULPRITS.get(m.group(1)) if m else None
+            if who is None:
+                raise
+            who = who.format(target=self._target_name)
+            raise type(e)(f"SpeculativeDecoder: the tree verification op rejected {who}: {e}") from e
+        if not isinstance(result, (tuple, list)) or len(result) != 2:
+            raise TypeError(f"the tree verifier must return a pair (path, next_token), got {_kind(result)}")
+        path, nxt = result
+        path = path.tolist() if isinstance(path, torch.Tensor) else [_index(i, "the verifier's path") for i in path]
+        nxt = _index(nxt, "the verifier's next_token")
+        node = -1
+        for i in path:  # the path runs from the root down: each node a child of the one before
+            if not (0 <= i < n and parent_list[i] == node):
+                raise ValueError(f"the tree verifier returned the path {path}, which is not a path from the root "
+                                 f"in the tree with parents {parent_list}")
+            node = i
+        if not 0 <= nxt < vocab:
+            raise ValueError(f"the tree verifier returned next_token = {nxt}, outside [0, V = {vocab})")
+        return path, nxt
+
+
+def from_tree(draft_tree, target_tree_step, *, greedy, generator, verifier):
+    if not isinstance(greedy, bool):
+        raise TypeError(f"SpeculativeDecoder.from_tree: greedy must be a bool, got {type(greedy).__name__}")
+    return TreeDecoder(draft_tree, target_tree_step, greedy=greedy, generator=generator, verifier=verifier,
+                       what="SpeculativeDecoder.from_tree")
+
+
+def from_tree_logits(draft_tree, target_tree_logits_step, *, temperature, top_k, top_p, min_p, generator,
+                     verifier):
+    what = "SpeculativeDecoder.from_tree_logits"
+    temperature, top_k, top_p, min_p = _warp_params(what, temperature, top_k, top_p, min_p)
+    warping = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p}
+    return TreeDecoder(draft_tree, target_tree_logits_step, greedy=temperature == 0.0, generator=generator,
+                       verifier=verifier, what=what, warping=warping, target_name="target_tree_logits_step")
