@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAGE := scripts/stage.sh
 export LOCAL_KERNELS := phanerozoic/spec-verify=$(CURDIR)/build
 
-.PHONY: setup build demo test test-fast native insn-budget pytest aarch64-env cross-build aarch64 bench clean
+.PHONY: setup build demo test test-fast native insn-budget pytest aarch64-env cross-build aarch64 abi bench clean
 
 setup: $(VENV)/.requirements-installed
 
@@ -45,7 +45,12 @@ cross-build: setup aarch64-env
 aarch64: build cross-build
 	@PY=$(PY) $(STAGE) aarch64 scripts/aarch64_tests.sh test
 
-test: native insn-budget pytest aarch64
+# Every variant in build/ (both arches) against manylinux_2_28 and the Python 3.9 ABI, with
+# kernel-builder's checker; also its exports, metadata.json and _ops.py (scripts/abi_check.py).
+abi: build cross-build
+	@$(STAGE) abi $(PY) scripts/abi_check.py
+
+test: native insn-budget pytest aarch64 abi
 
 bench: build
 	@$(STAGE) bench $(PY) benchmarks/compare.py
