@@ -123,6 +123,7 @@ def check_load(out: Path, pythons: list) -> None:
     env = dict(os.environ, LOCAL_KERNELS=f"{REPO_ID}={out / 'build'}")
     env.pop("SPEC_VERIFY_ISA", None)
     for py in pythons:
+        py = os.path.abspath(py)  # not resolved: a venv's python is a symlink to its base
         r = subprocess.run([py, "-c", LOAD, str(out / "build") + "/"], env=env, cwd="/",
                            capture_output=True, text=True)
         if r.returncode != 0:
