@@ -115,7 +115,7 @@ g = torch.Generator().manual_seed(0)
 p = torch.softmax(torch.randn(5, 50, generator=g), -1)
 n, x = sv.verify_greedy(p, p[:4].argmax(-1))
 assert (n, x) == (4, int(p[4].argmax())), (n, x)
-print(f"torch {torch.__version__}: {where[len(sys.argv[1]):].split('/')[1]} loads, verify_greedy ok")
+print(f"torch {torch.__version__}: {where[len(sys.argv[1]):].split('/')[0]} loads, verify_greedy ok")
 """
 
 
