@@ -80,6 +80,8 @@ aarch64_py_include() {
 
 build() {
   local v version arch torch_dir
+  # Like aarch64_tests.sh: cross-building needs the x86-64 host's aarch64 Python sysroot.
+  [[ $(uname -m) == x86_64 ]] || { log "skipped on $(uname -m): the variants are built from x86-64"; return 0; }
   for v in "${VARIANTS[@]}"; do
     read -r version arch <<<"$v"
     torch_dir=$(torch_tree "$version" "$arch")
