@@ -25,11 +25,12 @@ VARIANTS=("2.12.1 x86_64" "2.12.1 aarch64" "2.13.0 aarch64")
 # The torch the x86-64 2.12 variant is tested under, and what its venv needs besides.
 TEST_TORCH=2.12.1
 TEST_SPECS=(kernels==0.17.2 numpy pytest)
-# Op-level tests: every op, its errors, paths, laws, opcheck and torch.compile. Left out: the
-# decoder's and warping's Python-level tests (the same Python under any torch) and those
-# that need transformers.
+# Op-level tests: every op (chains, half rows, one-hot and block, trees), its errors, paths,
+# laws, opcheck and torch.compile. Left out: the decoder's, prompt lookup's and warping's
+# Python-level tests (the same Python under any torch) and those that need transformers.
 TEST_FILES=(tests/test_greedy.py tests/test_errors.py tests/test_logits_errors.py tests/test_sampling.py
-            tests/test_paths.py tests/test_torch_integration.py tests/test_law.py)
+            tests/test_paths.py tests/test_torch_integration.py tests/test_law.py tests/test_half_rows.py
+            tests/test_logits_law.py tests/test_one_hot_block_law.py tests/test_tree.py)
 export LOCAL_KERNELS="phanerozoic/spec-verify=$PWD/build"
 unset SPEC_VERIFY_ISA
 
