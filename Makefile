@@ -54,7 +54,7 @@ test: native insn-budget pytest aarch64 abi
 
 # The release variants besides `make build`'s: torch 2.12 (x86-64, aarch64) and 2.13 (aarch64),
 # each built against its PyPI wheel; the x86-64 torch 2.12 one tested under torch 2.12 in its own
-# venv (scripts/variants.sh). About 5 min and 6 GB of downloads cold (cached); not in `make test`.
+# venv (scripts/variants.sh). About 6 min and 6 GB of downloads cold (cached); not in `make test`.
 variants-build: setup aarch64-env
 	@PY=$(PY) $(STAGE) variants-build scripts/variants.sh build
 
