@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAGE := scripts/stage.sh
 export LOCAL_KERNELS := phanerozoic/spec-verify=$(CURDIR)/build
 
-.PHONY: setup build demo test test-fast native insn-budget pytest aarch64-env cross-build aarch64 bench clean
+.PHONY: setup build demo test test-fast native insn-budget pytest aarch64-env cross-build aarch64 abi variants-build variants hub bench clean
 
 setup: $(VENV)/.requirements-installed
 
@@ -45,10 +45,30 @@ cross-build: setup aarch64-env
 aarch64: build cross-build
 	@PY=$(PY) $(STAGE) aarch64 scripts/aarch64_tests.sh test
 
-test: native insn-budget pytest aarch64
+# Every variant in build/ (both arches) against manylinux_2_28 and the Python 3.9 ABI, with
+# kernel-builder's checker; also its exports, metadata.json and _ops.py (scripts/abi_check.py).
+abi: build cross-build
+	@$(STAGE) abi $(PY) scripts/abi_check.py
+
+test: native insn-budget pytest aarch64 abi
+
+# The release variants besides `make build`'s: torch 2.12 (x86-64, aarch64) and 2.13 (aarch64),
+# each built against its PyPI wheel; the x86-64 torch 2.12 one tested under torch 2.12 in its own
+# venv (scripts/variants.sh). About 6 min and 6 GB of downloads cold (cached); not in `make test`.
+variants-build: setup aarch64-env
+	@PY=$(PY) $(STAGE) variants-build scripts/variants.sh build
+
+variants: build variants-build
+	@PY=$(PY) $(STAGE) variants scripts/variants.sh test
+
+# What would be uploaded to phanerozoic/spec-verify, assembled in hub/ and checked; prints the
+# upload command (scripts/hub.py). Nothing is uploaded.
+hub: build cross-build variants-build
+	@$(STAGE) hub $(PY) scripts/hub.py --python $(PY) \
+	  $$(v=$${SPEC_VERIFY_CACHE:-$$HOME/.cache/spec-verify}/variants/venv-torch2.12.1/bin/python; [ -x $$v ] && echo --python $$v)
 
 bench: build
 	@$(STAGE) bench $(PY) benchmarks/compare.py
 
 clean:
-	rm -rf build
+	rm -rf build hub

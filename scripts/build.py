@@ -9,7 +9,9 @@
 
 kernel-builder (Nix) cannot run here; this script is its stand-in. <id> is 7 hex digits of
 the git tree of HEAD, plus "_dirty" when tracked files have uncommitted changes. Objects are
-cached by a hash of their inputs, so a rebuild recompiles only what changed.
+cached by a hash of their inputs, so a rebuild recompiles only what changed. Every variant
+targets manylinux_2_28 (glibc 2.28) although this machine's glibc and GCC are newer: see
+scripts/manylinux/ and the README's build notes; scripts/abi_check.py verifies the result.
 
 Usage: scripts/build.py [--arch x86_64|aarch64] [--torch-dir DIR] [--cxx COMPILER]
                        [--python-include DIR]
@@ -43,6 +45,14 @@ PY_NAME = "spec_verify"
 KERNEL_FLAGS = ["-O3", "-std=c++20", "-fPIC", "-fno-gnu-unique", "-ffp-contract=off", "-Wall", "-Wextra"]
 BINDING_FLAGS = ["-O2", "-std=c++20", "-fPIC", "-fno-gnu-unique", "-ffp-contract=off",
                  "-DCPU_KERNEL", "-DPy_LIMITED_API=0x03090000", "-D_GLIBCXX_USE_CXX11_ABI=1"]
+# manylinux_2_28 with this machine's newer glibc and GCC (README, "Build notes"): a stand-in
+# for glibc's <sys/single_threaded.h> first on every include path, the libstdc++ members newer
+# than manylinux_2_28 instantiated into the library, and only PyInit_* exported.
+MANYLINUX = ROOT / "scripts" / "manylinux"
+COMPAT_FLAGS = ["-isystem", str(MANYLINUX / "include")]
+COMPAT_SOURCE = MANYLINUX / "libstdcxx_compat.cpp"
+COMPAT_CXX_FLAGS = ["-O2", "-std=c++20", "-fPIC", "-fno-gnu-unique", "-D_GLIBCXX_USE_CXX11_ABI=1"]
+EXPORTS_MAP = MANYLINUX / "exports.map"
 # The oldest core each variant must run on. aarch64: armv8.0 (a Raspberry Pi 4's Cortex-A72),
 # pinned because a toolchain's default could be newer. x86-64: the compiler's baseline; AVX2
 # is enabled per function and chosen at run time.
@@ -177,16 +187,18 @@ def main() -> int:
     csrc = ROOT / "csrc"
     headers = b"".join(p.read_bytes() for p in sorted(csrc.glob("*.h")))
     headers += (ROOT / "torch-ext" / "torch_binding.h").read_bytes() + registration_header().encode()
+    headers += b"".join(p.read_bytes() for p in sorted(MANYLINUX.rglob("*.h")))
     torch_inc = [f"-I{torch_dir / 'include'}", f"-I{torch_dir / 'include/torch/csrc/api/include'}"]
     py_inc = f"-I{args.python_include}"
 
     jobs = []  # (source, flags)
     arch_flags = ARCH_FLAGS[args.arch]
     for source in sorted(csrc.glob("*.cpp")):  # every kernel file, as build.toml lists them
-        jobs.append((source, KERNEL_FLAGS + arch_flags + [f"-I{csrc}"]))
+        jobs.append((source, KERNEL_FLAGS + arch_flags + COMPAT_FLAGS + [f"-I{csrc}"]))
     jobs.append((ROOT / "torch-ext" / "torch_binding.cpp",
-                 BINDING_FLAGS + arch_flags + [f"-DTORCH_EXTENSION_NAME={ext}", f"-I{csrc}", f"-I{gen_dir}", py_inc]
-                 + torch_inc))
+                 BINDING_FLAGS + arch_flags + COMPAT_FLAGS
+                 + [f"-DTORCH_EXTENSION_NAME={ext}", f"-I{csrc}", f"-I{gen_dir}", py_inc] + torch_inc))
+    jobs.append((COMPAT_SOURCE, COMPAT_CXX_FLAGS + arch_flags + COMPAT_FLAGS))
 
     def compile_one(job):
         src, flags = job
@@ -206,14 +218,19 @@ def main() -> int:
 
     so = out_dir / f"{ext}.abi3.so"
     stale = [p for p in out_dir.glob(f"_{PY_NAME}_cpu_*.abi3.so") if p != so]
-    if compiled or not so.exists() or stale:
+    # No libpython and no libtorch_python: the module init resolves against the running
+    # interpreter, and the ops need only libtorch_cpu (and c10).
+    link = [args.cxx, "-shared", "-o", str(so), *map(str, objects), f"-Wl,--version-script={EXPORTS_MAP}",
+            f"-L{torch_dir / 'lib'}", f"-Wl,-rpath-link,{torch_dir / 'lib'}",
+            "-Wl,--no-as-needed", "-lc10", "-ltorch_cpu", "-ltorch", "-Wl,--as-needed"]
+    link_key = hashlib.sha1(" ".join(link).encode() + EXPORTS_MAP.read_bytes()).hexdigest()
+    link_stamp = obj_dir / "link.key"
+    if (compiled or not so.exists() or stale
+            or not link_stamp.exists() or link_stamp.read_text() != link_key):
         for p in stale:
             p.unlink()
-        # No libpython and no libtorch_python: the module init resolves against the running
-        # interpreter, and the ops need only libtorch_cpu (and c10).
-        run([args.cxx, "-shared", "-o", str(so), *map(str, objects),
-                        f"-L{torch_dir / 'lib'}", f"-Wl,-rpath-link,{torch_dir / 'lib'}",
-                        "-Wl,--no-as-needed", "-lc10", "-ltorch_cpu", "-ltorch", "-Wl,--as-needed"])
+        run(link)
+        link_stamp.write_text(link_key)
 
     # The Python package: copy (not link) so the variant directory stands alone, like a Hub variant.
     pkg = ROOT / "torch-ext" / PY_NAME

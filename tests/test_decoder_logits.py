@@ -15,6 +15,7 @@
 """
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -181,3 +182,26 @@ def test_callback_form_unchanged(sv):
     dec = sv.SpeculativeDecoder(draft.greedy_draft, target.target_rows, k=3)
     assert dec.warping is None and repr(dec) == "SpeculativeDecoder(k=3, greedy=True)"
     assert dec.generate([1], max_new=10) == target.greedy_decode([1], 10)
+
+
+def test_numpy_integers_where_python_ints_go(sv):
+    """NumPy integer scalars and arrays, as transformers users pass them (a tokenizer's
+    return_tensors="np" ids, generation_config.eos_token_id read into NumPy), give exactly
+    what the same Python ints give: greedy and sampled, with stop tokens."""
+    target, draft = pair(9, 61)
+    free = target.greedy_decode([1, 2], 30)
+    stop = free[8]
+
+    def run(k, top_k, prompt, max_new, eos, temperature):
+        dec = sv.SpeculativeDecoder.from_logits(draft.logits, target_logits(target), k, temperature=temperature,
+                                                top_k=top_k, generator=torch.Generator().manual_seed(7))
+        return dec.generate(prompt, max_new=max_new, eos_token_id=eos)
+
+    for temperature in (0.0, 0.9):
+        want = run(3, 5, [1, 2], 30, stop, temperature)
+        assert want[-1] == stop and len(want) < 32
+        for prompt in (np.array([1, 2]), np.array([[1, 2]], dtype=np.int64), [np.int32(1), np.int64(2)]):
+            for eos in (np.int64(stop), np.array([stop]), [np.uint16(stop)], np.array([stop, 9999], dtype=np.int32)):
+                got = run(np.int64(3), np.int64(5), prompt, np.int64(30), eos, np.float32(temperature))
+                assert got == want, (temperature, prompt, eos)
+    assert isinstance(run(np.int64(2), 0, np.array([1, 2]), np.int16(4), None, 0.0)[-1], int)

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# The release variants: torch 2.12 and 2.13 (the CPU torch versions kernel-builder targets)
+# on x86-64 and aarch64, each built by scripts/build.py against that torch's PyPI wheel.
+#
+#   scripts/variants.sh build   fetch each wheel (pip download --no-deps, cached), unpack its
+#                               headers and libraries, build build/torch<MAJ><MIN>-cxx11-cpu-<arch>-linux
+#   scripts/variants.sh test    the torch 2.12 x86-64 variant under torch 2.12 itself: a venv
+#                               (cached) with PyPI's torch 2.12.1, get_kernel, the op-level tests
+#   scripts/variants.sh         both
+#
+# x86-64 torch 2.13 is `make build`'s variant (against the installed torch 2.13.0, the CPU
+# wheel) and runs every test in `make pytest`; aarch64 is tested under emulation with torch
+# 2.10 (`make aarch64`). The aarch64 wheels of torch 2.12 and 2.13 on PyPI are CUDA builds that
+# need NVIDIA's libraries to import, which an emulated run here cannot afford: those two
+# variants are built, and `make abi` / `make hub` check their ELF, ABI, exports and metadata.
+#
+# Environment: PY (default .venv/bin/python) runs build.py; SPEC_VERIFY_CACHE (default
+# ~/.cache/spec-verify) holds the wheels, the unpacked torch trees and the torch 2.12 venv.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-.venv/bin/python}
+CACHE="${SPEC_VERIFY_CACHE:-$HOME/.cache/spec-verify}/variants"
+# version arch: what is built here (x86-64 2.13 comes from `make build`).
+VARIANTS=("2.12.1 x86_64" "2.12.1 aarch64" "2.13.0 aarch64")
+# The torch the x86-64 2.12 variant is tested under, and what its venv needs besides.
+TEST_TORCH=2.12.1
+TEST_SPECS=(kernels==0.17.2 numpy pytest)
+# Op-level tests: every op (chains, half rows, one-hot and block, trees), its errors, paths,
+# laws, opcheck and torch.compile. Left out: the decoder's, prompt lookup's and warping's
+# Python-level tests (the same Python under any torch) and those that need transformers.
+TEST_FILES=(tests/test_greedy.py tests/test_errors.py tests/test_logits_errors.py tests/test_sampling.py
+            tests/test_paths.py tests/test_torch_integration.py tests/test_law.py tests/test_half_rows.py
+            tests/test_logits_law.py tests/test_one_hot_block_law.py tests/test_tree.py)
+export LOCAL_KERNELS="phanerozoic/spec-verify=$PWD/build"
+unset SPEC_VERIFY_ISA
+
+T0=$(date +%s)
+log() { printf '[variants %4ss] %s\n' "$(($(date +%s) - T0))" "$*" >&2; }
+die() { printf 'variants.sh: ERROR: %s\n' "$*" >&2; exit 1; }
+
+platform_args() {  # $1 arch
+  echo "--platform manylinux_2_28_$1 --python-version 3.11 --implementation cp --abi cp311 --only-binary=:all:"
+}
+
+# Unpacks torch/include, torch/lib and torch/version.py of the wheel of torch $1 for arch $2
+# into $CACHE/torch-$1-$2/torch (what build.py --torch-dir needs) and prints that directory.
+torch_tree() {
+  local version=$1 arch=$2 dest="$CACHE/torch-$1-$2" wheels="$CACHE/wheels"
+  if [[ ! -f "$dest/.complete" ]]; then
+    mkdir -p "$wheels"
+    local whl; whl=$(ls "$wheels"/torch-"$version"-*_"$arch".whl 2>/dev/null | head -n1 || true)
+    if [[ -z $whl ]]; then
+      log "pip download --no-deps torch==$version ($arch)"
+      # shellcheck disable=SC2046
+      python3 -m pip download -q --no-deps --no-cache-dir --dest "$wheels" $(platform_args "$arch") \
+        "torch==$version" 2>&1 | grep -v 'is ignored: it is neither a file nor a directory' >&2 || true
+      whl=$(ls "$wheels"/torch-"$version"-*_"$arch".whl 2>/dev/null | head -n1 || true)
+      [[ -n $whl ]] || die "no torch $version wheel for $arch"
+    fi
+    log "unpacking headers and libraries of ${whl##*/}"
+    rm -rf "$dest"; mkdir -p "$dest"
+    python3 - "$whl" "$dest" <<'EOF'
+import sys, zipfile
+whl, dest = sys.argv[1:]
+with zipfile.ZipFile(whl) as z:
+    names = [n for n in z.namelist()
+             if n.startswith(("torch/include/", "torch/lib/")) or n == "torch/version.py"]
+    z.extractall(dest, names)
+EOF
+    touch "$dest/.complete"
+  fi
+  echo "$dest/torch"
+}
+
+aarch64_py_include() {
+  local key value
+  while IFS='=' read -r key value; do
+    [[ $key == PY_INCLUDE ]] && { echo "$value"; return; }
+  done < <(scripts/aarch64_python.sh path)
+}
+
+build() {
+  local v version arch torch_dir
+  # Like aarch64_tests.sh: cross-building needs the x86-64 host's aarch64 Python sysroot.
+  [[ $(uname -m) == x86_64 ]] || { log "skipped on $(uname -m): the variants are built from x86-64"; return 0; }
+  for v in "${VARIANTS[@]}"; do
+    read -r version arch <<<"$v"
+    torch_dir=$(torch_tree "$version" "$arch")
+    if [[ $arch == "$(uname -m)" ]]; then
+      nice -n 10 "$PY" scripts/build.py --torch-dir "$torch_dir"
+    else
+      scripts/ensure_apt.sh "g++-$arch-linux-gnu"
+      nice -n 10 "$PY" scripts/build.py --arch "$arch" --cxx "$arch-linux-gnu-g++" --torch-dir "$torch_dir" \
+        --python-include "$(aarch64_py_include)"
+    fi
+  done
+}
+
+test_x86() {
+  [[ $(uname -m) == x86_64 ]] || { log "skipped: the torch $TEST_TORCH venv is for x86-64 hosts"; return 0; }
+  local venv="$CACHE/venv-torch$TEST_TORCH" stamp
+  stamp="torch==$TEST_TORCH ${TEST_SPECS[*]}"
+  if [[ ! -f "$venv/.complete" || "$(cat "$venv/.complete")" != "$stamp" ]]; then
+    # PyPI's x86-64 torch 2.12 is the CUDA build: pip brings its NVIDIA libraries (about
+    # 3 GB), without which it does not import. No GPU is used.
+    log "setting up $venv (torch $TEST_TORCH from PyPI, with its CUDA libraries)"
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --no-cache-dir "torch==$TEST_TORCH" "${TEST_SPECS[@]}" 2>&1 |
+      grep -v 'is ignored: it is neither a file nor a directory' >&2 || true
+    "$venv/bin/python" -c "import torch, kernels, numpy, pytest" || die "the torch $TEST_TORCH venv does not work"
+    echo "$stamp" >"$venv/.complete"
+  fi
+  local variant="torch${TEST_TORCH%.*}"; variant="${variant/./}-cxx11-cpu-x86_64-linux"
+  log "get_kernel under torch $TEST_TORCH"
+  "$venv/bin/python" - "$variant" <<'EOF'
+import sys, torch
+from kernels import get_kernel
+# A CUDA build of torch: kernels picks a CPU variant only with backend="cpu".
+sv = get_kernel("phanerozoic/spec-verify", version=1, trust_remote_code=True, backend="cpu")
+where = sys.modules[sv.__name__].__file__
+assert f"/{sys.argv[1]}/" in where, f"get_kernel loaded {where}, not the {sys.argv[1]} variant"
+print(f"torch {torch.__version__}: get_kernel(..., backend='cpu') loaded {sys.argv[1]}, paths {sv.available_isas()}")
+EOF
+  log "op-level tests under torch $TEST_TORCH"
+  "$venv/bin/python" -m pytest -q -p no:cacheprovider "${TEST_FILES[@]}"
+}
+
+case "${1:-all}" in
+  build) build ;;
+  test) test_x86 ;;
+  all) build; test_x86 ;;
+  *) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+esac
