@@ -58,8 +58,47 @@ _int64 = torch.int64
 _float32 = torch.float32
 
 
+class _RateStats:
+    """What both decoders' statistics derive the same way from new_tokens, target_calls and
+    the nanosecond counters (draft_ns, target_ns, verify_ns) of a dataclass."""
+
+    @property
+    def tokens_per_target_call(self) -> float:
+        """Tokens emitted per target callback call (plain decoding: 1; NaN before the first round)."""
+        t = self.target_calls
+        return self.new_tokens / t if t else math.nan
+
+    @property
+    def draft_seconds(self) -> float:
+        """Seconds inside the draft callback."""
+        return self.draft_ns * 1e-9
+
+    @property
+    def target_seconds(self) -> float:
+        """Seconds inside the target callback."""
+        return self.target_ns * 1e-9
+
+    @property
+    def verify_seconds(self) -> float:
+        """Seconds checking the callbacks' output and inside the verifier."""
+        return self.verify_ns * 1e-9
+
+    def as_dict(self) -> dict:
+        """Every field and every public property, by name.
+
+        Returns:
+            `dict`: field and property names to their values (lists are copies).
+        """
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        for klass in reversed(type(self).__mro__):
+            for name, attr in vars(klass).items():
+                if isinstance(attr, property) and not name.startswith("_"):
+                    out[name] = getattr(self, name)
+        return {name: list(v) if isinstance(v, list) else v for name, v in out.items()}
+
+
 @dataclass
-class DecodeStats:
+class DecodeStats(_RateStats):
     """Statistics of one generation (`SpeculativeDecoder.stats`), updated round by round.
 
     The counters describe verification outcomes: a stop token inside an accepted block cuts
@@ -160,40 +199,6 @@ class DecodeStats:
         """Accepted draft tokens per round (NaN before the first round)."""
         r = self.rounds
         return self.accepted / r if r else math.nan
-
-    @property
-    def tokens_per_target_call(self) -> float:
-        """Tokens emitted per target_step call (plain decoding: 1; NaN before the first round)."""
-        t = self.target_calls
-        return self.new_tokens / t if t else math.nan
-
-    @property
-    def draft_seconds(self) -> float:
-        """Seconds inside draft_step."""
-        return self.draft_ns * 1e-9
-
-    @property
-    def target_seconds(self) -> float:
-        """Seconds inside target_step."""
-        return self.target_ns * 1e-9
-
-    @property
-    def verify_seconds(self) -> float:
-        """Seconds checking the callbacks' output and inside the verifier."""
-        return self.verify_ns * 1e-9
-
-    def as_dict(self) -> dict:
-        """Every field and every public property, by name.
-
-        Returns:
-            `dict`: field and property names to their values (lists are copies).
-        """
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        for klass in reversed(type(self).__mro__):
-            for name, attr in vars(klass).items():
-                if isinstance(attr, property) and not name.startswith("_"):
-                    out[name] = getattr(self, name)
-        return {name: list(v) if isinstance(v, list) else v for name, v in out.items()}
 
     def summary(self) -> str:
         """The statistics in one line.

@@ -26,7 +26,6 @@ smaller tree; with one token left draft_tree is not called (a 0-node round).
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
@@ -35,7 +34,7 @@ from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 import torch
 
 from ._api import _index, _kind, _token_tensor, _warp_params, verify_tree, verify_tree_probs
-from .decoder import SpeculativeDecoder, _count, _now, _stop_set
+from .decoder import SpeculativeDecoder, _RateStats, _count, _now, _stop_set
 
 DraftTree = Callable[[List[int]], Tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]]
 TargetTreeStep = Callable[[List[int], torch.Tensor, torch.Tensor], torch.Tensor]
@@ -54,7 +53,7 @@ def _grow(counts: List[int], i: int) -> None:
 
 
 @dataclass
-class TreeDecodeStats:
+class TreeDecodeStats(_RateStats):
     """Statistics of one generation in tree mode (`SpeculativeDecoder.stats` of a decoder made
     by `from_tree` or `from_tree_logits`), updated round by round.
 
@@ -125,35 +124,6 @@ class TreeDecodeStats:
         compete, so this is below a chain's rate for the same drafts."""
         p = self.proposed
         return self.accepted / p if p else math.nan
-
-    @property
-    def tokens_per_target_call(self) -> float:
-        """Tokens emitted per target_tree_step call (NaN before the first round)."""
-        t = self.target_calls
-        return self.new_tokens / t if t else math.nan
-
-    @property
-    def draft_seconds(self) -> float:
-        """Seconds inside draft_tree."""
-        return self.draft_ns * 1e-9
-
-    @property
-    def target_seconds(self) -> float:
-        """Seconds inside the target callback."""
-        return self.target_ns * 1e-9
-
-    @property
-    def verify_seconds(self) -> float:
-        """Seconds checking the callbacks' output and inside the verifier."""
-        return self.verify_ns * 1e-9
-
-    def as_dict(self) -> dict:
-        """Every field and every public property, by name (lists are copies)."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        for name, attr in vars(type(self)).items():
-            if isinstance(attr, property) and not name.startswith("_"):
-                out[name] = getattr(self, name)
-        return {name: list(v) if isinstance(v, list) else v for name, v in out.items()}
 
     def summary(self) -> str:
         """The statistics in one line."""
