@@ -315,6 +315,37 @@ SPEC_VERIFY_AVX2_KERNEL void f32_keep_at_least__avx2(const float* w, int64_t n, 
   blocked_keep_at_least<ScaledLanes, KeepValues>(w, n, t, r, r_blocks, r_mass, above_blocks, above_mass);
 }
 
+// Note [Mass bounds]: four float32 accumulators of 8 lanes; the unsigned max of the bits
+// vouches for every value in [+0.0, FLT_MAX] (-0.0 too is refused: the caller's row_mass
+// takes it).
+SPEC_VERIFY_AVX2 bool f32_row_sum_f32__avx2(const float* row, int64_t n, float* sum) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  __m256i high = _mm256_setzero_si256();
+  int64_t v = 0;
+  for (; v + 32 <= n; v += 32) {
+    const __m256 x0 = _mm256_loadu_ps(row + v), x1 = _mm256_loadu_ps(row + v + 8);
+    const __m256 x2 = _mm256_loadu_ps(row + v + 16), x3 = _mm256_loadu_ps(row + v + 24);
+    high = _mm256_max_epu32(high, _mm256_max_epu32(_mm256_max_epu32(_mm256_castps_si256(x0), _mm256_castps_si256(x1)),
+                                                   _mm256_max_epu32(_mm256_castps_si256(x2), _mm256_castps_si256(x3))));
+    s0 = _mm256_add_ps(s0, x0);
+    s1 = _mm256_add_ps(s1, x1);
+    s2 = _mm256_add_ps(s2, x2);
+    s3 = _mm256_add_ps(s3, x3);
+  }
+  const __m256i inf = _mm256_set1_epi32(static_cast<int>(kInfBits));
+  if (_mm256_movemask_epi8(_mm256_cmpeq_epi32(_mm256_max_epu32(high, inf), high)) != 0) return false;
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+  float s = 0.0f;
+  for (float x : lanes) s += x;
+  for (; v < n; ++v) {
+    if (std::bit_cast<uint32_t>(row[v]) >= kInfBits) return false;
+    s += row[v];
+  }
+  *sum = s;
+  return std::isfinite(s);
+}
+
 // Note [Half rows], eight at a time: F16C's vcvtph2ps, and bfloat16 zero-extended and
 // shifted into the top half.
 __attribute__((target("avx2,f16c"))) void f16_widen__avx2(const uint16_t* h, int64_t n, float* out) {
@@ -353,7 +384,7 @@ const KernelTable* avx2_kernels() {
   static const KernelTable table{"avx2", f32_row_argmax__avx2, f32_row_mass__avx2,
                                  f32_row_mass_pair__avx2, f32_residual_mass__avx2,
                                  f32_row_weights__avx2, f32_keep_at_least__avx2,
-                                 f32_gather_at_least__avx2, f32_residual_store__avx2,
+                                 f32_gather_at_least__avx2, f32_residual_store__avx2, f32_row_sum_f32__avx2,
                                  f16_widen__avx2, bf16_widen__avx2};
   // Every CPU with AVX2 has F16C too; both are checked all the same.
   static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");

@@ -252,6 +252,31 @@ SPEC_VERIFY_AVX512_KERNEL void f32_keep_at_least__avx512(const float* w, int64_t
   blocked_keep_at_least<Avx512Lanes, KeepValues>(w, n, t, r, r_blocks, r_mass, above_blocks, above_mass);
 }
 
+// Note [Mass bounds]: four float32 accumulators of 16 lanes; the unsigned max of the bits
+// vouches for every value in [+0.0, FLT_MAX] (-0.0 too is refused: row_mass takes it).
+SPEC_VERIFY_AVX512 bool f32_row_sum_f32__avx512(const float* row, int64_t n, float* sum) {
+  __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  __m512i high = _mm512_setzero_si512();
+  int64_t v = 0;
+  for (; v + 64 <= n; v += 64) {
+    const __m512i x0 = _mm512_loadu_si512(row + v), x1 = _mm512_loadu_si512(row + v + 16);
+    const __m512i x2 = _mm512_loadu_si512(row + v + 32), x3 = _mm512_loadu_si512(row + v + 48);
+    high = _mm512_max_epu32(high, _mm512_max_epu32(_mm512_max_epu32(x0, x1), _mm512_max_epu32(x2, x3)));
+    s0 = _mm512_add_ps(s0, _mm512_castsi512_ps(x0));
+    s1 = _mm512_add_ps(s1, _mm512_castsi512_ps(x1));
+    s2 = _mm512_add_ps(s2, _mm512_castsi512_ps(x2));
+    s3 = _mm512_add_ps(s3, _mm512_castsi512_ps(x3));
+  }
+  if (_mm512_cmpge_epu32_mask(high, _mm512_set1_epi32(static_cast<int>(kInfBits))) != 0) return false;
+  float s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+  for (; v < n; ++v) {
+    if (std::bit_cast<uint32_t>(row[v]) >= kInfBits) return false;
+    s += row[v];
+  }
+  *sum = s;
+  return std::isfinite(s);
+}
+
 // Note [Half rows], sixteen at a time: vcvtph2ps (AVX-512F), and bfloat16 zero-extended and
 // shifted into the top half.
 SPEC_VERIFY_AVX512 void f16_widen__avx512(const uint16_t* h, int64_t n, float* out) {
@@ -291,7 +316,7 @@ const KernelTable* avx512_kernels() {
   static const KernelTable table{"avx512", f32_row_argmax__avx512, f32_row_mass__avx512,
                                  f32_row_mass_pair__avx512, f32_residual_mass__avx512,
                                  f32_row_weights__avx512, f32_keep_at_least__avx512,
-                                 f32_gather_at_least__avx512, f32_residual_store__avx512,
+                                 f32_gather_at_least__avx512, f32_residual_store__avx512, f32_row_sum_f32__avx512,
                                  f16_widen__avx512, bf16_widen__avx512};
   static const bool supported = __builtin_cpu_supports("avx512f");
   return supported ? &table : nullptr;

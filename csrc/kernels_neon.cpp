@@ -219,6 +219,29 @@ void f32_keep_at_least__neon(const float* w, int64_t n, float t, float* r, doubl
   blocked_keep_at_least<NeonLanes, KeepValues>(w, n, t, r, r_blocks, r_mass, above_blocks, above_mass);
 }
 
+// Note [Mass bounds]: four float32 accumulators of 4 lanes; the smallest value (vminq
+// keeps a NaN) vouches for no value below +0.0 and no NaN, the finite sum for no infinity.
+bool f32_row_sum_f32__neon(const float* row, int64_t n, float* sum) {
+  float32x4_t s0 = vdupq_n_f32(0.0f), s1 = s0, s2 = s0, s3 = s0, smallest = s0;
+  int64_t v = 0;
+  for (; v + 16 <= n; v += 16) {
+    const float32x4x4_t x = vld1q_f32_x4(row + v);
+    smallest = vminq_f32(smallest, vminq_f32(vminq_f32(x.val[0], x.val[1]), vminq_f32(x.val[2], x.val[3])));
+    s0 = vaddq_f32(s0, x.val[0]);
+    s1 = vaddq_f32(s1, x.val[1]);
+    s2 = vaddq_f32(s2, x.val[2]);
+    s3 = vaddq_f32(s3, x.val[3]);
+  }
+  if (!(vminvq_f32(smallest) >= 0.0f)) return false;
+  float s = vaddvq_f32(vaddq_f32(vaddq_f32(s0, s1), vaddq_f32(s2, s3)));
+  for (; v < n; ++v) {
+    if (!(row[v] >= 0.0f)) return false;
+    s += row[v];
+  }
+  *sum = s;
+  return std::isfinite(s);
+}
+
 // Note [Half rows], eight at a time: fcvtl/fcvtl2 (armv8.0), and bfloat16 by shll/shll2
 // (a shift by 16 into the top half).
 void f16_widen__neon(const uint16_t* h, int64_t n, float* out) {
@@ -261,7 +284,7 @@ const KernelTable* neon_kernels() {
   static const KernelTable table{"neon", f32_row_argmax__neon, f32_row_mass__neon,
                                  /*row_mass_pair=*/nullptr, f32_residual_mass__neon,
                                  f32_row_weights__neon, f32_keep_at_least__neon,
-                                 f32_gather_at_least__neon, f32_residual_store__neon,
+                                 f32_gather_at_least__neon, f32_residual_store__neon, f32_row_sum_f32__neon,
                                  f16_widen__neon, bf16_widen__neon};
   return &table;
 }

@@ -101,6 +101,16 @@ int64_t f32_gather_at_least__scalar(const float* w, int64_t n, float t, float* o
   return gather_at_least_from(w, 0, n, t, out, 0);
 }
 
+bool f32_row_sum_f32__scalar(const float* row, int64_t n, float* sum) {
+  float s = 0.0f;
+  for (int64_t v = 0; v < n; ++v) {
+    if (!(row[v] >= 0.0f)) return false;  // negative or NaN
+    s += row[v];
+  }
+  *sum = s;
+  return std::isfinite(s);  // an infinite value, or overflow
+}
+
 void f16_widen__scalar(const uint16_t* h, int64_t n, float* out) {
   for (int64_t v = 0; v < n; ++v) out[v] = f16_value(h[v]);
 }
@@ -115,7 +125,7 @@ const KernelTable& scalar_kernels() {
   static const KernelTable table{"scalar", f32_row_argmax__scalar, f32_row_mass__scalar,
                                  /*row_mass_pair=*/nullptr, f32_residual_mass__scalar,
                                  f32_row_weights__scalar, f32_keep_at_least__scalar,
-                                 f32_gather_at_least__scalar, f32_residual_store__scalar,
+                                 f32_gather_at_least__scalar, f32_residual_store__scalar, f32_row_sum_f32__scalar,
                                  f16_widen__scalar, bf16_widen__scalar};
   return table;
 }

@@ -135,12 +135,35 @@ Position* positions(int64_t vocab, bool warped) {
   return slots;
 }
 
+// w of Note [Mass bounds] for rows of n values (0: no bound).
+double mass_bound_width(int64_t n) {
+  const double g = static_cast<double>(n - 1) * 0x1p-24;
+  return g < 0.25 ? 2.0 * g / (1.0 - g) + 0x1p-28 : 0.0;
+}
+
 // The rows of a round on probabilities: read in place, validated by their mass pass.
 struct ProbRows {
   const KernelTable& kt;
   Rows target, draft;
   int64_t vocab;
+  double width = mass_bound_width(vocab);
   static constexpr bool kWarped = false;
+
+  // Note [Mass bounds]: true if position i certainly accepts t with uniform u (a one-hot
+  // draft when `one_hot`), from float32 sums alone; false means nothing (read it exactly).
+  bool surely_accepted(int64_t i, bool one_hot, int64_t t, double u) const {
+    const RowRef p = target.row(i);
+    if (width == 0.0 || p.type != Elem::kF32) return false;
+    float sp = 0.0f;
+    if (!kt.row_sum_f32(static_cast<const float*>(p.data), vocab, &sp) || !(sp > 0.0f)) return false;
+    const double pt = value_at(p, t);
+    if (one_hot) return u * (sp * (1.0 + width)) < pt;  // q = onehot(t), Q = 1
+    const RowRef q = draft.row(i);
+    if (q.type != Elem::kF32) return false;
+    float sq = 0.0f;
+    if (!kt.row_sum_f32(static_cast<const float*>(q.data), vocab, &sq) || !(sq > 0.0f)) return false;
+    return u * value_at(q, t) * (sp * (1.0 + width)) < pt * (sq * (1.0 - width));
+  }
 
   Outcome read_target(int64_t i, Side* p) const {
     p->row = target.row(i);
@@ -197,6 +220,8 @@ struct LogitRows {
     if (bad.error != InputError::kNone) return bad;
     return read(draft.row(i), true, i, q);
   }
+  // Warped rows have no cheaper bound than their weights pass.
+  bool surely_accepted(int64_t, bool, int64_t, double) const { return false; }
 };
 
 // A draw from row p (mass > 0) with uniform u.
@@ -247,6 +272,7 @@ Outcome token_round(const KernelTable& kt, const Reader& rows, bool one_hot, con
   Position& at = positions(vocab, Reader::kWarped)[0];
   for (int64_t i = 0; i < k; ++i) {
     const int64_t t = tokens[i];
+    if (rows.surely_accepted(i, one_hot, t, u[i])) continue;
     if (one_hot) {
       const Outcome bad = rows.read_target(i, &at.p);
       if (bad.error != InputError::kNone) return bad;

@@ -41,6 +41,19 @@ inline int64_t num_blocks(int64_t n) { return (n + kMassBlock - 1) / kMassBlock;
 // -ffp-contract=off), and the clamp maps every value that is not > 0 to +0.0, so each r'(v)
 // is the same float on every path; the float64 sums then follow Note [Canonical mass order].
 
+// Note [Mass bounds]
+// Accepting a position needs P and Q only to see that u * q(t) * P < p(t) * Q. A float32
+// sum S of n values >= 0, in any order, is within gamma = (n-1) 2^-24 / (1 - (n-1) 2^-24)
+// of their exact sum, relatively (no underflow harms it: sums of subnormals are exact), and
+// the canonical float64 mass is within n 2^-53 of it; so P lies in S (1 -+ w) with
+// w = 2 gamma + 2^-28, which also covers the roundings of both sides of the comparison.
+// Token-wise rounds on float32 probability rows therefore first sum p and q in float32
+// (row_sum_f32, about the cost of a float32 read), accept where u * q(t) * S_p (1 + w) <
+// p(t) * S_q (1 - w), and otherwise read the position exactly (row_mass) and decide by the
+// exact rule, which a rejection needs anyway (the residual's factors come from P and Q);
+// the last row is always read exactly (its draw needs block masses). The bound only ever
+// answers "accepted" where the exact rule does, so every result keeps its bits.
+
 // Note [Warping]
 // Logits become an unnormalised row by one warp, a pure function of the row and
 // WarpParams, applied identically to every row a round reads (target and draft alike):
@@ -122,6 +135,10 @@ struct KernelTable {
   // before it is written).
   void (*residual_store)(const float* p, const float* q, float a, float b, int64_t n, float* out,
                          double* block_mass, double* mass);
+  // Note [Mass bounds]: the row's float32 sum in an order of the path's choosing, into
+  // *sum; false if it cannot vouch for the row (a value negative, NaN or infinite, -0.0 on
+  // some paths, or the sum overflowing), which sends the caller to row_mass.
+  bool (*row_sum_f32)(const float* row, int64_t n, float* sum);
   // Half values widened exactly to float32 (Note [Half rows]): IEEE binary16, bfloat16.
   void (*widen_f16)(const uint16_t* h, int64_t n, float* out);
   void (*widen_bf16)(const uint16_t* h, int64_t n, float* out);

@@ -847,6 +847,71 @@ void half_round_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, 
   }
 }
 
+// ---- Note [Mass bounds] ---------------------------------------------------------------------
+
+// The same table with the float32 bound switched off: every position read exactly.
+sv::KernelTable without_bounds(const sv::KernelTable& kt) {
+  sv::KernelTable t = kt;
+  t.row_sum_f32 = [](const float*, int64_t, float*) { return false; };
+  return t;
+}
+
+// Rounds whose uniforms sit at the acceptance boundary u = p(t) Q / (q(t) P) (and a few
+// ulps either side, and for one-hot drafts at p(t) / P) give the same outcomes with the
+// bound as without it, on every path.
+void mass_bound_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int count, int64_t max_n) {
+  const sv::Rows none{nullptr, 0};
+  for (int r = 0; r < count; ++r) {
+    const int64_t k = 1 + rng.below(5);
+    const int64_t n = 1 + rng.below(max_n);
+    std::vector<float> p((k + 1) * n), q(k * n);
+    const int fills[] = {kUniform, kSpiky, kSparse, kHuge, kDenormal};
+    for (int64_t i = 0; i <= k; ++i) {
+      std::vector<float> v = make_row(rng, n, fills[rng.below(5)]);
+      v[rng.below(n)] = rng.below(2) ? 0.5f : 3e30f;
+      std::copy(v.begin(), v.end(), p.begin() + i * n);
+    }
+    for (int64_t i = 0; i < k; ++i) {
+      std::vector<float> v = make_row(rng, n, fills[rng.below(5)]);
+      v[rng.below(n)] = 0.25f;
+      std::copy(v.begin(), v.end(), q.begin() + i * n);
+    }
+    std::vector<int64_t> tokens(k);
+    std::vector<double> u(k + 1), u1(k + 1);
+    std::vector<double> blocks(sv::num_blocks(n));
+    for (int64_t i = 0; i < k; ++i) {
+      int64_t best = 0;
+      sv::scalar_kernels().row_argmax(p.data() + i * n, n, &best);
+      tokens[i] = rng.below(3) ? best : rng.below(n);
+      double P = 0, Q = 0;
+      sv::scalar_kernels().row_mass(p.data() + i * n, n, blocks.data(), &P);
+      sv::scalar_kernels().row_mass(q.data() + i * n, n, blocks.data(), &Q);
+      const double pt = p[i * n + tokens[i]], qt = q[i * n + tokens[i]];
+      const int64_t nudge = rng.below(7) - 3;  // ulps from the boundary
+      const double b = qt > 0 ? pt * Q / (qt * P) : 0.5, b1 = pt / P;
+      u[i] = std::min(0x1.fffffffffffffp-1, std::max(0.0, std::nextafter(b, nudge < 0 ? 0.0 : 2.0) * 1.0));
+      u1[i] = std::min(0x1.fffffffffffffp-1, std::max(0.0, b1));
+      for (int64_t z = 0; z < std::abs(nudge); ++z) {
+        u[i] = std::min(0x1.fffffffffffffp-1, std::nextafter(u[i], nudge < 0 ? 0.0 : 2.0));
+        u1[i] = std::min(0x1.fffffffffffffp-1, std::nextafter(u1[i], nudge < 0 ? 0.0 : 2.0));
+      }
+    }
+    u[k] = u1[k] = rng.uniform();
+    const sv::Rows t_rows{p.data(), n}, d_rows{q.data(), n};
+    for (const sv::KernelTable* kt : kts) {
+      const sv::KernelTable exact = without_bounds(*kt);
+      const sv::Outcome a = sv::accept_round(*kt, t_rows, d_rows, tokens.data(), u.data(), k, n);
+      const sv::Outcome b = sv::accept_round(exact, t_rows, d_rows, tokens.data(), u.data(), k, n);
+      const sv::Outcome c = sv::accept_round(*kt, t_rows, none, tokens.data(), u1.data(), k, n);
+      const sv::Outcome d = sv::accept_round(exact, t_rows, none, tokens.data(), u1.data(), k, n);
+      check(a.error == b.error && a.n_accepted == b.n_accepted && a.token == b.token,
+            std::string(kt->name) + " bounded accept equals exact at the boundary, round " + std::to_string(r));
+      check(c.error == d.error && c.n_accepted == d.n_accepted && c.token == d.token,
+            std::string(kt->name) + " bounded one-hot accept equals exact at the boundary, round " + std::to_string(r));
+    }
+  }
+}
+
 // ---- trees (Note [Tree verification]) ---------------------------------------------------------
 
 // Random trees: chains, and trees of up to 12 nodes, in every mode, on every path against
@@ -985,6 +1050,8 @@ int main(int argc, char** argv) {
   for (int64_t n : sizes) half_parity(rng, kts, n);
   half_round_tests(rng, kts, quick ? 40 : 300, 3000);
   half_round_tests(rng, kts, quick ? 3 : 12, 160000);
+  mass_bound_tests(rng, kts, quick ? 200 : 2000, 3000);
+  mass_bound_tests(rng, kts, quick ? 4 : 20, 160000);
   tree_tests(rng, kts, quick ? 100 : 800, 700);
   tree_tests(rng, kts, quick ? 4 : 20, 40000);
 
