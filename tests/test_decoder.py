@@ -226,7 +226,7 @@ def test_statistics_are_consistent(sv):
     assert 0 < s.acceptance_rate < 1 and s.stop_reason == "max_new"
     d = s.as_dict()
     fields = [f.name for f in dataclasses.fields(s)]
-    properties = [name for name, attr in vars(sv.DecodeStats).items()
+    properties = [name for klass in type(s).__mro__ for name, attr in vars(klass).items()
                   if isinstance(attr, property) and not name.startswith("_")]
     assert "acceptance_by_position" in properties and "k" in fields
     assert sorted(d) == sorted(fields + properties)

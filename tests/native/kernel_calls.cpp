@@ -1,7 +1,7 @@
 // Calls one kernel of one path on rows of V elements, a given number of times, so that
 // the instructions executed inside the kernel files can be counted under qemu
 // (scripts/insn_budget.py). Usage: kernel_calls KERNEL PATH V REPS, KERNEL one of argmax, mass,
-// residual, weights, keep, gather, and for half rows (Note [Half rows]) widen_f16, widen_bf16,
+// residual, residual_store, sum_f32, weights, keep, gather, and for half rows (Note [Half rows]) widen_f16, widen_bf16,
 // argmax_bf16 and mass_f16 (a half row through typed_argmax / typed_mass).
 #include <cmath>
 #include <cstdint>
@@ -86,6 +86,13 @@ int main(int argc, char** argv) {
       double m = 0, a = 0;
       kt.keep_at_least(w.data(), n, 0.01f, out.data(), blocks.data(), &m, above.data(), &a);
       sink += m + a;
+    } else if (kernel == "residual_store") {
+      kt.residual_store(p.data(), q.data(), a, b, n, out.data(), blocks.data(), &R);
+      sink += R;
+    } else if (kernel == "sum_f32") {
+      float f = 0;
+      kt.row_sum_f32(p.data(), n, &f);
+      sink += f;
     } else if (kernel == "widen_f16") {
       kt.widen_f16(p_f16.data(), n, out.data());
       sink += out[n - 1];
