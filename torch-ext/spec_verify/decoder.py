@@ -18,6 +18,12 @@ model last round, everything up to len(prefix) + n is still valid. draft_step is
 called when k = 0 (near max_new, or a decoder made with k = 0). A new generation starts
 again from its prompt.
 
+NumPy arrays are taken wherever a tensor is (llama.cpp and other engines hand them out):
+a callback may return its tokens, rows, probs or logits as arrays, and prompts and stop
+tokens may be arrays. They are read through `torch.as_tensor`, which shares the array's
+memory: no copy when the dtype is the one expected (float32 rows; int64 tokens, while
+other integer tokens are widened to int64); other dtypes are refused as for tensors.
+
 `SpeculativeDecoder.from_logits` builds both callbacks' plumbing from two logits functions,
 
     draft_logits_step(seq)                 -> [V] float32 logits after seq
@@ -314,6 +320,18 @@ def _check_draft_logits(x) -> None:
         raise ValueError(f"draft_logits_step returned logits on {x.device}, expected a tensor on the CPU")
 
 
+def _from_array(x, who: str):
+    """A NumPy array (or another array-like) returned by a callback as a tensor sharing its
+    memory (`torch.as_tensor`: no copy); anything else unchanged, for the checks to judge.
+    The dtype is kept, so a float64 array is refused as a float64 tensor would be."""
+    if isinstance(x, _Tensor) or not hasattr(x, "__array__") or isinstance(x, (str, bytes)):
+        return x
+    try:
+        return torch.as_tensor(x)
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise TypeError(f"{who} {type(x).__name__} that torch cannot take without a copy ({e})") from None
+
+
 def _greedy_verifier(target_rows, draft_probs, tokens, generator):
     """The default verifier with greedy=True: `verify_greedy` (probs and generator unused)."""
     return verify_greedy(target_rows, tokens)
@@ -547,6 +565,7 @@ class SpeculativeDecoder:
             for _ in range(k):
                 x = draft_logits_step(seq[:])
                 if not (type(x) is _Tensor and x.dtype is _float32 and x.dim() == 1 and x.is_cpu):
+                    x = _from_array(x, "draft_logits_step returned")
                     _check_draft_logits(x)
                 try:
                     t = int(_sample(x, temperature, top_k, top_p, min_p, generator))
@@ -788,6 +807,7 @@ class SpeculativeDecoder:
         if self.greedy or probs is None:  # greedy: probs unused; sampling: one-hot drafts
             return tokens, None
         rows = self._draft_rows_name  # "draft_step returned probs" (or logits, from_logits)
+        probs = _from_array(probs, rows + " as")
         if not isinstance(probs, torch.Tensor):
             raise TypeError(f"{rows} as {_kind(probs)}, expected a float32 tensor [j, V] or None")
         if probs.dtype != torch.float32:
@@ -815,6 +835,8 @@ class SpeculativeDecoder:
         """One round's decision, (n_accepted, next_token), for k proposed tokens: the
         callbacks' output checked, the verifier called, its errors attributed and its result
         checked."""
+        if type(rows) is not _Tensor:
+            rows = _from_array(rows, f"{self._target_name} returned")
         vocab = self._check_target(rows, k)
         if not self.greedy:
             if probs is None:
