@@ -488,7 +488,8 @@ def test_argument_checks(sv):
 
 def test_kernel_package_imports_only_stdlib_torch_and_itself(sv):
     """At import, the package needs the standard library and torch only. The transformers
-    adapter (transformers.py) imports transformers inside its functions, when called."""
+    adapter (transformers.py) imports transformers inside its functions, when called, and
+    the llama.cpp adapter (llama_cpp.py) llama_cpp likewise."""
     import ast
     import sys
     from pathlib import Path
@@ -507,7 +508,8 @@ def test_kernel_package_imports_only_stdlib_torch_and_itself(sv):
                 continue
             for name in names:
                 ok = name.split(".")[0] in allowed or (
-                    path.name == "transformers.py" and id(node) in lazy and name.split(".")[0] == "transformers")
+                    path.name in ("transformers.py", "llama_cpp.py") and id(node) in lazy
+                    and name.split(".")[0] == path.stem)
                 assert ok, f"{path.name} imports {name}"
 
 
@@ -520,10 +522,10 @@ def test_package_imports_only_torch(sv):
 
     code = ("import sys, os; from kernels import get_kernel; "
             "sv = get_kernel('phanerozoic/spec-verify', version=1, trust_remote_code=True); "
-            "assert sv.transformers.speculative_decoder; "
-            "print(sorted(m for m in ('transformers', 'numpy') if m in sys.modules))")
+            "assert sv.transformers.speculative_decoder and sv.llama_cpp.speculative_decoder; "
+            "print(sorted(m for m in ('transformers', 'numpy', 'llama_cpp') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert "transformers" not in out.stdout, out.stdout
+    assert "transformers" not in out.stdout and "llama_cpp" not in out.stdout, out.stdout
 
 
 # The verifier hook ------------------------------------------------------------------------

@@ -17,6 +17,9 @@ PromptLookupTree    a draft_tree: the continuations of several earlier occurrenc
                     into a prefix tree.
 transformers        speculative_decoder(draft_model, target_model, ...) for two Hugging Face
                     causal LMs (imports transformers only when called).
+llama_cpp           speculative_decoder(draft, target, ...) for two llama.cpp models (GGUF,
+                    llama-cpp-python), prompt_lookup_decoder(target, ...) without a draft
+                    model (imports llama_cpp only when called).
 isa, available_isas the instruction-set path in use, and those this CPU can run.
 
 Rows are float32, float16 or bfloat16 [*, V] tensors on the CPU, one row per position: probabilities (need not
@@ -47,6 +50,7 @@ from .decoder import DecodeStats, SpeculativeDecoder
 from .tree_decoder import TreeDecodeStats
 from .prompt_lookup import PromptLookup, PromptLookupTree
 from . import transformers  # noqa: F401,E402  (a module: transformers itself is imported lazily)
+from . import llama_cpp  # noqa: F401,E402  (a module: llama_cpp itself is imported lazily)
 
 __all__ = [
     "verify_greedy",

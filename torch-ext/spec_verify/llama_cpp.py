@@ -1,0 +1,274 @@
+"""Speculative decoding with GGUF models through llama.cpp (llama-cpp-python), with KV caches.
+
+    from llama_cpp import Llama
+
+    target = Llama("target.gguf", logits_all=True, n_threads=4, n_threads_batch=4)
+    draft = Llama("draft.gguf", logits_all=True, n_threads=4, n_threads_batch=4)
+    dec = sv.llama_cpp.speculative_decoder(draft, target, k=4, temperature=0.8, top_p=0.95,
+                                           generator=torch.Generator().manual_seed(0))
+    ids = dec.generate(target.tokenize(b"Once upon a time"), max_new=64,
+                       eos_token_id=target.token_eos())
+
+    # No draft model: prompt lookup proposes, the llama.cpp target verifies.
+    dec = sv.llama_cpp.prompt_lookup_decoder(target, k=8, temperature=0)
+
+Both are `SpeculativeDecoder.from_logits` over llama.cpp's logits: the decoder warps every
+row (draft and target alike) with the same parameters and the package's own warping ops,
+samples the draft tokens with `sample` and verifies with `accept_logits`, so the output
+has the law of the target sampled with those parameters (temperature 0: the target's
+greedy decoding; see the README for the near-tie caveat). llama.cpp's own samplers are not
+used.
+
+Each `Llama` keeps its KV cache across rounds. A call keeps the longest common prefix of
+the tokens the cache holds and the new sequence, removes the rest from the cache
+(`llama_memory_seq_rm`, whose result is checked: recurrent and hybrid models may refuse a
+partial removal, and then the cache is cleared and the whole sequence is evaluated again)
+and evaluates only the remaining tokens, in one `Llama.eval` call. Under the decoder's
+prefix contract that is, per round, the target's k+1 tokens (the previous round's emitted
+token and the k proposals) and at most k+1 for the draft (its previous round's last
+proposal is never evaluated). The rows are returned without a copy: `torch.from_numpy`
+views of `Llama.scores`, which the next evaluation of the same `Llama` overwrites (the
+decoder reads them before that).
+
+The models must be made with `logits_all=True`: without it llama.cpp computes only the
+last position's logits, `Llama.scores` is not filled, and verification would read
+uninitialised rows; `CachedLlama` refuses such a model.
+
+Both `Llama` instances must share one vocabulary (the same tokenizer; `n_vocab()` is
+checked) and must not be used for anything else while a generation runs.
+
+llama_cpp is imported only inside these functions: the package itself needs only torch.
+"""
+from __future__ import annotations
+
+from typing import Callable, List, Optional, Tuple
+
+import torch
+
+from .decoder import SpeculativeDecoder
+from .prompt_lookup import PromptLookup
+from .transformers import _common_prefix
+
+
+def _lib():
+    # The low-level bindings (ctypes functions of libllama); looked up at each call so that
+    # a test can stand in for one of them.
+    from llama_cpp import llama_cpp as lib
+
+    return lib
+
+
+class CachedLlama:
+    """One `llama_cpp.Llama` and its KV cache, following the sequences it is asked about.
+
+    Args:
+        llm (`llama_cpp.Llama`): a model made with `logits_all=True`.
+        what (`str`, *optional*): how messages name it ("target", "draft").
+
+    Attributes:
+        llm: the model.
+        fed (`int`): tokens evaluated so far, a measure of the work done.
+        evals (`int`): calls of `Llama.eval` (model forward passes over a block of tokens).
+        fallbacks (`int`): partial cache removals that llama.cpp refused, each followed by
+            a cleared cache and a full re-evaluation.
+
+    Raises:
+        ValueError: a model made without `logits_all=True`.
+    """
+
+    def __init__(self, llm, what: str = "model"):
+        logits_all = getattr(llm, "_logits_all", None)
+        if logits_all is None:  # a version without the attribute: the scores buffer tells
+            logits_all = llm.scores.shape[0] >= llm.n_ctx()
+        if not logits_all:
+            raise ValueError(
+                f"spec_verify.llama_cpp: the {what} Llama was made without logits_all=True. llama.cpp then "
+                f"computes only the last position's logits and leaves Llama.scores unfilled, so verifying "
+                f"k proposals (which needs the logits at k+1 positions) would read garbage. Make it with "
+                f"Llama(model_path, logits_all=True, ...)")
+        self.llm = llm
+        self.what = what
+        self.ids: List[int] = []  # what the cache holds, as we left it
+        self.fed = 0
+        self.evals = 0
+        self.fallbacks = 0
+
+    def reset(self) -> None:
+        """Forgets the cache (the next call evaluates its whole sequence)."""
+        self.llm.reset()
+        self.ids = []
+
+    def _remove_from(self, p0: int) -> bool:
+        """Removes positions >= p0 from the cache; False if llama.cpp refuses."""
+        lib = _lib()
+        mem = lib.llama_get_memory(self.llm.ctx)
+        return mem is not None and bool(lib.llama_memory_seq_rm(mem, -1, p0, -1))
+
+    def _clear(self) -> None:
+        lib = _lib()
+        mem = lib.llama_get_memory(self.llm.ctx)
+        if mem is not None:
+            lib.llama_memory_clear(mem, True)
+
+    def logits(self, seq: List[int], first: int) -> torch.Tensor:
+        """The next-token logits after `seq[:first+1]`, ..., after `seq`.
+
+        Args:
+            seq (`List[int]`): token ids.
+            first (`int`): the first position whose output is returned, `0 <= first < len(seq)`.
+
+        Returns:
+            `torch.Tensor`: float32 `[len(seq) - first, V]`, a view of `Llama.scores` (valid
+            until this model's next evaluation).
+
+        Raises:
+            ValueError: `first` out of range; `seq` longer than the context (`n_ctx`).
+        """
+        llm, n = self.llm, len(seq)
+        if not 0 <= first < n:
+            raise ValueError(f"need 0 <= first < len(seq), got first = {first}, len(seq) = {n}")
+        if n > llm.n_ctx():
+            raise ValueError(f"spec_verify.llama_cpp: {n} tokens do not fit the {self.what}'s context of "
+                             f"n_ctx = {llm.n_ctx()} tokens (Llama(..., n_ctx=...))")
+        ids = self.ids
+        held = llm.n_tokens
+        if held != len(ids) or (held and int(llm.input_ids[held - 1]) != ids[-1]):
+            # Someone else evaluated with this Llama since our last call: read its state.
+            ids = self.ids = llm.input_ids[:held].tolist()
+        start = min(_common_prefix(ids, seq), first)
+        if start < held and not self._remove_from(start):
+            # A recurrent or hybrid model's memory cannot drop a suffix: start afresh.
+            self._clear()
+            self.fallbacks += 1
+            start = 0
+        llm.n_tokens = start
+        llm.eval(seq[start:])
+        self.evals += 1
+        self.fed += n - start
+        self.ids = list(seq)
+        return torch.from_numpy(llm.scores[first:n])
+
+
+def logits_steps(draft, target) -> Tuple[Callable, Callable]:
+    """The two logits callbacks of `SpeculativeDecoder.from_logits` for two llama.cpp models.
+
+    Args:
+        draft (`llama_cpp.Llama`): the draft model, made with `logits_all=True`.
+        target (`llama_cpp.Llama`): the target model, made with `logits_all=True`, with the
+            draft's vocabulary; another `Llama` instance than the draft (load the file twice
+            to draft with the target itself).
+
+    Returns:
+        `Tuple[Callable, Callable]`: `(draft_logits_step, target_logits_step)`: float32
+        `[V]` and `[k+1, V]` logits. Each has a `.model` attribute, its `CachedLlama`
+        (tokens fed, evaluations, fallbacks, `reset()`).
+
+    Raises:
+        ValueError: a model without `logits_all=True`; the same instance twice; vocabularies
+            of different sizes.
+    """
+    if draft is target:
+        raise ValueError("spec_verify.llama_cpp: draft and target are the same Llama instance; each needs its "
+                         "own KV cache (load the model twice)")
+    if draft.n_vocab() != target.n_vocab():
+        raise ValueError(f"spec_verify.llama_cpp: the draft's vocabulary has {draft.n_vocab()} tokens, the "
+                         f"target's {target.n_vocab()}; speculative decoding needs one vocabulary")
+    d, t = CachedLlama(draft, "draft"), CachedLlama(target, "target")
+    return _draft_logits_step(d), _target_logits_step(t)
+
+
+def _draft_logits_step(d: CachedLlama) -> Callable:
+    def draft_logits_step(seq: List[int]) -> torch.Tensor:
+        return d.logits(seq, len(seq) - 1)[0]
+    draft_logits_step.model = d
+    return draft_logits_step
+
+
+def _target_logits_step(t: CachedLlama) -> Callable:
+    def target_logits_step(prefix: List[int], proposed: torch.Tensor) -> torch.Tensor:
+        return t.logits(prefix + proposed.tolist(), len(prefix) - 1)  # prefix: the loop's own copy
+    target_logits_step.model = t
+    return target_logits_step
+
+
+def speculative_decoder(
+    draft,
+    target,
+    k: int = 4,
+    *,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    min_p: float = 0.0,
+    generator: Optional[torch.Generator] = None,
+    method: str = "token",
+) -> SpeculativeDecoder:
+    """A `SpeculativeDecoder` over two llama.cpp models, each with its KV cache.
+
+    The decoder warps both models' logits with the same parameters, samples the draft
+    tokens (`sample`) and verifies them (`accept_logits`): the output has the law of the
+    target sampled with `temperature`, `top_k`, `top_p` and `min_p`. `temperature` 0 gives
+    the target's greedy decoding.
+
+    Args:
+        draft (`llama_cpp.Llama`): the draft model, made with `logits_all=True`.
+        target (`llama_cpp.Llama`): the target model, made with `logits_all=True`, with the
+            draft's vocabulary.
+        k (`int`, *optional*, defaults to 4): draft tokens per round.
+        temperature, top_k, top_p, min_p: the warping parameters (see `spec_verify.warp`).
+        generator (`torch.Generator`, *optional*): the generator of every draw.
+        method (`str`, *optional*, defaults to `"token"`): `"token"` or `"block"`.
+
+    Returns:
+        `SpeculativeDecoder`: call `generate(prompt_ids, max_new, eos_token_id)` or `stream`.
+        Its attributes `draft_cache` and `target_cache` are the two `CachedLlama`s.
+
+    Raises:
+        ValueError: as `logits_steps`; TypeError, ValueError: as
+            `SpeculativeDecoder.from_logits`.
+    """
+    draft_logits_step, target_logits_step = logits_steps(draft, target)
+    dec = SpeculativeDecoder.from_logits(draft_logits_step, target_logits_step, k, temperature=temperature,
+                                         top_k=top_k, top_p=top_p, min_p=min_p, generator=generator,
+                                         method=method)
+    dec.draft_cache, dec.target_cache = draft_logits_step.model, target_logits_step.model
+    return dec
+
+
+def prompt_lookup_decoder(
+    target,
+    k: int = 8,
+    *,
+    max_ngram: int = 3,
+    min_ngram: int = 1,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    min_p: float = 0.0,
+    generator: Optional[torch.Generator] = None,
+    method: str = "token",
+) -> SpeculativeDecoder:
+    """A `SpeculativeDecoder` without a draft model: `PromptLookup` proposes 0..k tokens
+    copied from earlier in the text, a llama.cpp target verifies them as one-hot drafts.
+
+    Args:
+        target (`llama_cpp.Llama`): the target model, made with `logits_all=True`.
+        k (`int`, *optional*, defaults to 8): at most this many proposed tokens per round.
+        max_ngram, min_ngram: `PromptLookup`'s n-gram sizes.
+        temperature, top_k, top_p, min_p, generator, method: as for `speculative_decoder`.
+
+    Returns:
+        `SpeculativeDecoder`: with `target_cache` (a `CachedLlama`) and `drafter` (the
+        `PromptLookup`).
+
+    Raises:
+        ValueError: a model without `logits_all=True`; TypeError, ValueError: as
+            `PromptLookup` and `SpeculativeDecoder.from_logits`.
+    """
+    target_logits_step = _target_logits_step(CachedLlama(target, "target"))
+    lookup = PromptLookup(max_ngram=max_ngram, min_ngram=min_ngram)
+    dec = SpeculativeDecoder.from_logits(None, target_logits_step, k, temperature=temperature, top_k=top_k,
+                                         top_p=top_p, min_p=min_p, generator=generator, draft_step=lookup,
+                                         method=method)
+    dec.target_cache, dec.drafter = target_logits_step.model, lookup
+    return dec
