@@ -5,7 +5,8 @@ PY := $(VENV)/bin/python
 STAGE := scripts/stage.sh
 export LOCAL_KERNELS := phanerozoic/spec-verify=$(CURDIR)/build
 
-.PHONY: setup build demo test test-fast native insn-budget pytest aarch64-env cross-build aarch64 abi variants-build variants hub bench clean
+.PHONY: setup build demo test test-fast native insn-budget pytest aarch64-env cross-build aarch64 abi variants-build variants hub bench clean \
+	llama-env llama bench-llama
 
 setup: $(VENV)/.requirements-installed
 
@@ -15,16 +16,17 @@ $(VENV)/.requirements-installed: requirements.txt
 build: setup
 	@$(STAGE) build $(PY) scripts/build.py
 
+# With llama-cpp-python installed (`make llama-env`), the demo adds a llama.cpp run.
 demo: build
-	@$(STAGE) demo $(PY) examples/demo.py
+	@PYTHONPATH=$$(PY=$(PY) scripts/llama_env.sh site) $(STAGE) demo $(PY) examples/demo.py
 
 pytest: build
-	@$(STAGE) pytest $(PY) -m pytest -q tests
+	@$(STAGE) pytest $(PY) -m pytest -q tests --ignore=tests/llama
 
 # The development tier: every test but those marked slow (tests/conftest.py), in seconds.
 # `make test`, `make pytest` and CI still run everything.
 test-fast: build
-	@$(STAGE) test-fast $(PY) -m pytest -q -m "not slow" tests
+	@$(STAGE) test-fast $(PY) -m pytest -q -m "not slow" tests --ignore=tests/llama
 
 # The core's own tests: every path bit for bit, natively and under aarch64 emulation.
 native:
@@ -66,6 +68,21 @@ variants: build variants-build
 hub: build cross-build variants-build
 	@$(STAGE) hub $(PY) scripts/hub.py --python $(PY) \
 	  $$(v=$${SPEC_VERIFY_CACHE:-$$HOME/.cache/spec-verify}/variants/venv-torch2.12.1/bin/python; [ -x $$v ] && echo --python $$v)
+
+# llama.cpp: spec_verify.llama_cpp against a real llama.cpp on tiny GGUF models written by
+# the tests. llama-cpp-python is built from source once (about 10 minutes on 2 cores) into
+# ~/.cache/spec-verify/llama (scripts/llama_env.sh) and put on PYTHONPATH; a missing
+# llama_cpp fails these tests rather than skipping them. CI runs this after `make test`.
+llama-env: setup
+	@PY=$(PY) $(STAGE) llama-env scripts/llama_env.sh setup
+
+llama: build llama-env
+	@PYTHONPATH=$$(PY=$(PY) scripts/llama_env.sh site) SPEC_VERIFY_REQUIRE_LLAMA=1 \
+		$(STAGE) llama $(PY) -m pytest -q tests/llama
+
+# spec-verify's loop against llama-cpp-python's own speculative decoding, on the tests' pair.
+bench-llama: build llama-env
+	@PYTHONPATH=$$(PY=$(PY) scripts/llama_env.sh site) $(STAGE) bench-llama $(PY) benchmarks/llama_cpp_speculative.py
 
 bench: build
 	@$(STAGE) bench $(PY) benchmarks/compare.py
