@@ -88,14 +88,14 @@ def llama_greedy(ref, prompt, max_new):
     return list(prompt) + out, top2[:, 1] - top2[:, 0]
 
 
-def agree_or_near_tie(got, expect, gaps, start):
+def agree_or_near_tie(got, expect, gaps, start, tie=TIE):
     """True if equal; else the first difference must be at a near-tie (returns its gap)."""
     if got == expect:
         return True, None
     i = next(i for i, (a, b) in enumerate(zip(got, expect)) if a != b)
     assert i >= start, "the prompt differs"
     gap = float(gaps[i - start])
-    assert gap < TIE, (f"diverged from llama.cpp's greedy decoding at new token {i - start} "
+    assert gap < tie, (f"diverged from llama.cpp's greedy decoding at new token {i - start} "
                        f"({got[i]} vs {expect[i]}) where the two best logits are {gap:.3g} apart, not a near-tie")
     return False, gap
 
@@ -151,6 +151,28 @@ def test_greedy_equals_llama_cpp_greedy_generation(sv, models, k):
     assert len(near_ties) <= 1
     if k >= 3:
         assert new / calls > 1.5  # the draft is the target with 6% noise: most drafts are accepted
+
+
+def test_greedy_with_llama_cpps_default_f16_cache(sv, gguf_pair):
+    """llama.cpp's default KV cache is f16, where block and single-token logits differ by
+    about 2e-3 here (the numerics test): a greedy divergence is allowed at a gap below 1e-2,
+    and counted."""
+    target_path, draft_path = gguf_pair
+    draft, target, ref = load(draft_path, F16), load(target_path, F16), load(target_path, F16)
+    near_ties = []
+    runs = close = 0
+    for k in (1, 3, 5):
+        dec = sv.llama_cpp.speculative_decoder(draft, target, k=k, temperature=0)
+        for prompt in prompts(target):
+            expect, gaps = llama_greedy(ref, prompt, 40)
+            close += int((gaps < 1e-2).sum())
+            same, gap = agree_or_near_tie(dec.generate(prompt, max_new=40), expect, gaps, len(prompt), tie=1e-2)
+            runs += 1
+            if not same:
+                near_ties.append(gap)
+    print(f"\nf16 cache: near-tie divergences in {len(near_ties)} of {runs} runs of 40 tokens {near_ties}; "
+          f"{close} of {runs * 40} greedy positions had a gap below 1e-2")
+    assert len(near_ties) <= 3
 
 
 def test_prompt_lookup_greedy_equals_llama_cpp_greedy_generation(sv, models):
