@@ -7,7 +7,7 @@
 #
 # llama-cpp-python is built from PyPI's source package (it vendors llama.cpp): about 10
 # minutes on 2 cores, once. The wheel is kept, so a lost site folder reinstalls in seconds.
-# The build is CPU-only, tuned for this CPU (GGML_NATIVE), without llama.cpp's tools,
+# The build is CPU-only, for this CPU's instruction sets (AMX excepted, see isa_args), without llama.cpp's tools,
 # examples, tests, server or curl, niced, on at most 2 jobs (CMAKE_BUILD_PARALLEL_LEVEL).
 # The cache is keyed on the versions, the Python and this CPU's flags, so a machine with
 # another CPU builds its own instead of loading code for instructions it lacks.
@@ -26,10 +26,33 @@ GGUF=0.19.0
 # jinja2 come from the project's venv). diskcache: llama-cpp-python's import needs it;
 # pyyaml, tqdm, requests: gguf's.
 PURE=(diskcache==5.6.3 pyyaml==6.0.3 tqdm==4.67.1)
-CMAKE_ARGS_PINNED="-DGGML_NATIVE=ON -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF \
+CMAKE_ARGS_PINNED="-DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF \
 -DGGML_BLAS=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
 -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAVA_BUILD=OFF"
-LAYOUT_VERSION=1
+LAYOUT_VERSION=2
+
+# This CPU's instruction sets, named one by one rather than by GGML_NATIVE (-march=native),
+# because native would also turn on AMX: on this workplace's Xeons (amx_int8 in cpuinfo)
+# llama.cpp's AMX matrix multiply segfaults on any quantized model (seen: Q8_0 and Q4_0,
+# in ggml_backend_amx_mul_mat). Elsewhere than x86-64, native is fine.
+isa_args() {
+  if [[ $(uname -m) != x86_64 ]]; then
+    printf '%s' "-DGGML_NATIVE=ON"
+    return
+  fi
+  local flags out="-DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF" pair
+  flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+  for pair in sse4_2:SSE42 avx:AVX avx_vnni:AVX_VNNI avx2:AVX2 bmi2:BMI2 fma:FMA f16c:F16C \
+      avx512f:AVX512 avx512vbmi:AVX512_VBMI avx512_vnni:AVX512_VNNI avx512_bf16:AVX512_BF16; do
+    if [[ $flags == *" ${pair%%:*} "* ]]; then
+      out+=" -DGGML_${pair#*:}=ON"
+    else
+      out+=" -DGGML_${pair#*:}=OFF"
+    fi
+  done
+  printf '%s' "$out"
+}
+CMAKE_ARGS_PINNED="$CMAKE_ARGS_PINNED $(isa_args)"
 
 CACHE="${SPEC_VERIFY_CACHE:-$HOME/.cache/spec-verify}/llama"
 log() { printf '[llama_env] %s\n' "$*" >&2; }
@@ -56,10 +79,12 @@ setup() {
   wheels="$CACHE/wheels-$(key)"
   mkdir -p "$wheels"
   if ! ls "$wheels"/llama_cpp_python-"$LLAMA_CPP_PYTHON"-*.whl >/dev/null 2>&1; then
+    # --no-cache-dir: pip's own wheel cache keys a built wheel by the source package alone, so
+    # it would hand back a wheel built with other CMAKE_ARGS.
     log "building llama-cpp-python $LLAMA_CPP_PYTHON from source (about 10 minutes on 2 cores)"
     local t0=$SECONDS buildlog="$CACHE/build-$(key).log"
     if ! CMAKE_ARGS="$CMAKE_ARGS_PINNED" CMAKE_BUILD_PARALLEL_LEVEL="${LLAMA_BUILD_JOBS:-2}" \
-        nice -n 10 "$PY" -m pip wheel --no-deps --no-binary llama-cpp-python \
+        nice -n 10 "$PY" -m pip wheel --no-cache-dir --no-deps --no-binary llama-cpp-python \
         --disable-pip-version-check -w "$wheels" "llama-cpp-python==$LLAMA_CPP_PYTHON" \
         >"$buildlog" 2>&1; then
       tail -n 60 "$buildlog" >&2

@@ -66,30 +66,37 @@ def vocabulary() -> Tuple[List[str], List[float], List[int]]:
     return pieces, scores, types
 
 
-def weights(seed: int = SEED) -> dict:
+# A larger pair for benchmarks (benchmarks/llama_cpp_speculative.py --size medium), where
+# the target's evaluations, not the loop, take most of the time: about 18M parameters.
+MEDIUM = dict(hidden=512, layers=6, heads=8, kv_heads=4, ffn=1408)
+TINY = dict(hidden=HIDDEN, layers=LAYERS, heads=HEADS, kv_heads=KV_HEADS, ffn=FFN)
+
+
+def weights(seed: int = SEED, hidden: int = HIDDEN, layers: int = LAYERS, heads: int = HEADS,
+            kv_heads: int = KV_HEADS, ffn: int = FFN) -> dict:
     """The target's tensors by GGUF name, float32 NumPy arrays in GGUF's (numpy) order."""
     rng = np.random.default_rng(seed)
 
     def mat(rows: int, cols: int, scale: float) -> np.ndarray:
         return (rng.standard_normal((rows, cols)) * scale / np.sqrt(cols)).astype(np.float32)
 
-    head = HIDDEN // HEADS
+    head = hidden // heads
     t = {
-        "token_embd.weight": rng.standard_normal((VOCAB, HIDDEN)).astype(np.float32),
-        "output_norm.weight": np.ones(HIDDEN, np.float32),
+        "token_embd.weight": rng.standard_normal((VOCAB, hidden)).astype(np.float32),
+        "output_norm.weight": np.ones(hidden, np.float32),
         # Logits after the final RMS norm have a standard deviation of about 2.4.
-        "output.weight": mat(VOCAB, HIDDEN, 2.4),
+        "output.weight": mat(VOCAB, hidden, 2.4),
     }
-    for b in range(LAYERS):
-        t[f"blk.{b}.attn_norm.weight"] = np.ones(HIDDEN, np.float32)
-        t[f"blk.{b}.attn_q.weight"] = mat(HEADS * head, HIDDEN, 1.5)
-        t[f"blk.{b}.attn_k.weight"] = mat(KV_HEADS * head, HIDDEN, 1.5)
-        t[f"blk.{b}.attn_v.weight"] = mat(KV_HEADS * head, HIDDEN, 1.0)
-        t[f"blk.{b}.attn_output.weight"] = mat(HIDDEN, HEADS * head, 0.7)
-        t[f"blk.{b}.ffn_norm.weight"] = np.ones(HIDDEN, np.float32)
-        t[f"blk.{b}.ffn_gate.weight"] = mat(FFN, HIDDEN, 1.0)
-        t[f"blk.{b}.ffn_up.weight"] = mat(FFN, HIDDEN, 1.0)
-        t[f"blk.{b}.ffn_down.weight"] = mat(HIDDEN, FFN, 0.7)
+    for b in range(layers):
+        t[f"blk.{b}.attn_norm.weight"] = np.ones(hidden, np.float32)
+        t[f"blk.{b}.attn_q.weight"] = mat(heads * head, hidden, 1.5)
+        t[f"blk.{b}.attn_k.weight"] = mat(kv_heads * head, hidden, 1.5)
+        t[f"blk.{b}.attn_v.weight"] = mat(kv_heads * head, hidden, 1.0)
+        t[f"blk.{b}.attn_output.weight"] = mat(hidden, heads * head, 0.7)
+        t[f"blk.{b}.ffn_norm.weight"] = np.ones(hidden, np.float32)
+        t[f"blk.{b}.ffn_gate.weight"] = mat(ffn, hidden, 1.0)
+        t[f"blk.{b}.ffn_up.weight"] = mat(ffn, hidden, 1.0)
+        t[f"blk.{b}.ffn_down.weight"] = mat(hidden, ffn, 0.7)
     return t
 
 
@@ -104,21 +111,28 @@ def noisy(tensors: dict, noise: float = DRAFT_NOISE, seed: int = SEED + 1) -> di
     return out
 
 
-def write(path: Path, tensors: dict, name: str) -> Path:
+def write(path: Path, tensors: dict, name: str, heads: int = HEADS, kv_heads: int = KV_HEADS,
+          quant: str = "") -> Path:
+    """Writes a GGUF file: the shapes come from `tensors`, the heads are given; `quant` "q8_0"
+    or "q4_0" stores the matrices (token embedding and output included) quantized."""
     import gguf
 
+    hidden = tensors["token_embd.weight"].shape[1]
+    layers = sum(1 for n in tensors if n.endswith(".attn_q.weight"))
     w = gguf.GGUFWriter(str(path), "llama")
     w.add_name(name)
     w.add_context_length(CONTEXT)
-    w.add_embedding_length(HIDDEN)
-    w.add_block_count(LAYERS)
-    w.add_feed_forward_length(FFN)
-    w.add_head_count(HEADS)
-    w.add_head_count_kv(KV_HEADS)
-    w.add_rope_dimension_count(HIDDEN // HEADS)
+    w.add_embedding_length(hidden)
+    w.add_block_count(layers)
+    w.add_feed_forward_length(tensors["blk.0.ffn_up.weight"].shape[0])
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv_heads)
+    w.add_rope_dimension_count(hidden // heads)
     w.add_rope_freq_base(10000.0)
     w.add_layer_norm_rms_eps(1e-5)
-    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    qtype = {"": None, "q8_0": gguf.GGMLQuantizationType.Q8_0, "q4_0": gguf.GGMLQuantizationType.Q4_0}[quant]
+    w.add_file_type({"": gguf.LlamaFileType.ALL_F32, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
+                     "q4_0": gguf.LlamaFileType.MOSTLY_Q4_0}[quant])
     w.add_vocab_size(VOCAB)
     pieces, scores, types = vocabulary()
     w.add_tokenizer_model("llama")
@@ -132,7 +146,10 @@ def write(path: Path, tensors: dict, name: str) -> Path:
     w.add_add_bos_token(True)
     w.add_add_eos_token(False)
     for tname, arr in tensors.items():
-        w.add_tensor(tname, arr)
+        if qtype is not None and arr.ndim == 2:
+            w.add_tensor(tname, gguf.quants.quantize(arr, qtype), raw_dtype=qtype)
+        else:
+            w.add_tensor(tname, arr)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -140,10 +157,23 @@ def write(path: Path, tensors: dict, name: str) -> Path:
     return path
 
 
-def write_pair(folder) -> Tuple[Path, Path]:
-    """Writes (target.gguf, draft.gguf) into `folder`; returns their paths."""
+def write_pair(folder, size: str = "tiny") -> Tuple[Path, Path]:
+    """Writes (target.gguf, draft.gguf) into `folder`; returns their paths.
+
+    "tiny": the tests' pair (the draft is the target with 6% weight noise, float32 both).
+    "medium": MEDIUM's shapes, a float32 target and, as its draft, the same weights
+    quantized to Q4_0 (a quantized copy of the target, as people draft with on a CPU).
+    """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    target = weights()
-    return (write(folder / "target.gguf", target, "spec-verify tiny target"),
-            write(folder / "draft.gguf", noisy(target), "spec-verify tiny draft"))
+    if size == "tiny":
+        target = weights()
+        return (write(folder / "target.gguf", target, "spec-verify tiny target"),
+                write(folder / "draft.gguf", noisy(target), "spec-verify tiny draft"))
+    if size != "medium":
+        raise ValueError(f"size must be 'tiny' or 'medium', got {size!r}")
+    target = weights(**MEDIUM)
+    heads = dict(heads=MEDIUM["heads"], kv_heads=MEDIUM["kv_heads"])
+    return (write(folder / "target-medium.gguf", target, "spec-verify medium target", **heads),
+            write(folder / "draft-medium-q4_0.gguf", target, "spec-verify medium draft (Q4_0)", quant="q4_0",
+                  **heads))

@@ -175,6 +175,20 @@ def test_greedy_with_llama_cpps_default_f16_cache(sv, gguf_pair):
     assert len(near_ties) <= 3
 
 
+def test_a_quantized_draft(sv, tmp_path_factory):
+    """tiny_gguf's medium pair: a float32 target and its Q4_0 quantization as the draft.
+    Quantized matrix products ran through llama.cpp's AMX code on this workplace's Xeons
+    when built with GGML_NATIVE, and segfaulted there; scripts/llama_env.sh builds without
+    AMX. Greedy output equals llama.cpp's own greedy generation (or diverges at a near-tie)."""
+    target_path, draft_path = tiny_gguf.write_pair(tmp_path_factory.mktemp("medium"), "medium")
+    target, draft, ref = load(target_path), load(draft_path), load(target_path)
+    dec = sv.llama_cpp.speculative_decoder(draft, target, k=4, temperature=0)
+    for prompt in prompts(target)[:2]:
+        expect, gaps = llama_greedy(ref, prompt, 24)
+        agree_or_near_tie(dec.generate(prompt, max_new=24), expect, gaps, len(prompt))
+        assert dec.stats.accepted > 0
+
+
 def test_prompt_lookup_greedy_equals_llama_cpp_greedy_generation(sv, models):
     _, target, ref = models
     dec = sv.llama_cpp.prompt_lookup_decoder(target, k=6, temperature=0)

@@ -94,8 +94,9 @@ class CachedLlama:
         self.fallbacks = 0
 
     def reset(self) -> None:
-        """Forgets the cache (the next call evaluates its whole sequence)."""
+        """Empties the cache (the next call evaluates its whole sequence)."""
         self.llm.reset()
+        self._clear()
         self.ids = []
 
     def _remove_from(self, p0: int) -> bool:
