@@ -24,7 +24,7 @@ pytest: build
 	@$(STAGE) pytest $(PY) -m pytest -q tests --ignore=tests/llama
 
 # The development tier: every test but those marked slow (tests/conftest.py), in seconds.
-# `make test`, `make pytest` and CI still run everything.
+# `make test`, `make pytest` and CI still run everything (tests/llama: `make llama`).
 test-fast: build
 	@$(STAGE) test-fast $(PY) -m pytest -q -m "not slow" tests --ignore=tests/llama
 
