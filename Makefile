@@ -70,7 +70,7 @@ hub: build cross-build variants-build
 	  $$(v=$${SPEC_VERIFY_CACHE:-$$HOME/.cache/spec-verify}/variants/venv-torch2.12.1/bin/python; [ -x $$v ] && echo --python $$v)
 
 # llama.cpp: spec_verify.llama_cpp against a real llama.cpp on tiny GGUF models written by
-# the tests. llama-cpp-python is built from source once (about 10 minutes on 2 cores) into
+# the tests. llama-cpp-python is built from source once (5-14 minutes on 2 cores) into
 # ~/.cache/spec-verify/llama (scripts/llama_env.sh) and put on PYTHONPATH; a missing
 # llama_cpp fails these tests rather than skipping them. CI runs this after `make test`.
 llama-env: setup

@@ -99,13 +99,13 @@ def main() -> None:
     demo_decoder.run(sv)
 
     # GGUF models through llama.cpp, when llama-cpp-python is installed (`make llama-env`
-    # builds it once, about 10 minutes on 2 cores; `make demo` then finds it).
+    # builds it once, 5-14 minutes on 2 cores; `make demo` then finds it).
     try:
         import gguf  # noqa: F401
         import llama_cpp  # noqa: F401
     except ImportError:
         print("\nllama.cpp: skipped, llama-cpp-python is not installed. `make llama-env` builds it from "
-              "source once (about 10 minutes on 2 cores); `make demo` then adds a llama.cpp run.")
+              "source once (5-14 minutes on 2 cores); `make demo` then adds a llama.cpp run.")
     else:
         import demo_llama  # examples/, beside this file
         demo_llama.run(sv)

@@ -5,10 +5,11 @@
 #   scripts/llama_env.sh setup   build and install if missing (cached, idempotent)
 #   scripts/llama_env.sh site    print the folder to put on PYTHONPATH (empty if not set up)
 #
-# llama-cpp-python is built from PyPI's source package (it vendors llama.cpp): about 10
+# llama-cpp-python is built from PyPI's source package (it vendors llama.cpp): 5 to 14
 # minutes on 2 cores, once. The wheel is kept, so a lost site folder reinstalls in seconds.
-# The build is CPU-only, for this CPU's instruction sets (AMX excepted, see isa_args), without llama.cpp's tools,
-# examples, tests, server or curl, niced, on at most 2 jobs (CMAKE_BUILD_PARALLEL_LEVEL).
+# The build is CPU-only, for this CPU's instruction sets (AMX excepted: see isa_args),
+# without llama.cpp's tools, examples, tests, server or curl, niced, on at most 2 jobs
+# (CMAKE_BUILD_PARALLEL_LEVEL).
 # The cache is keyed on the versions, the Python and this CPU's flags, so a machine with
 # another CPU builds its own instead of loading code for instructions it lacks.
 #
@@ -81,7 +82,7 @@ setup() {
   if ! ls "$wheels"/llama_cpp_python-"$LLAMA_CPP_PYTHON"-*.whl >/dev/null 2>&1; then
     # --no-cache-dir: pip's own wheel cache keys a built wheel by the source package alone, so
     # it would hand back a wheel built with other CMAKE_ARGS.
-    log "building llama-cpp-python $LLAMA_CPP_PYTHON from source (about 10 minutes on 2 cores)"
+    log "building llama-cpp-python $LLAMA_CPP_PYTHON from source (5-14 minutes on 2 cores)"
     local t0=$SECONDS buildlog="$CACHE/build-$(key).log"
     if ! CMAKE_ARGS="$CMAKE_ARGS_PINNED" CMAKE_BUILD_PARALLEL_LEVEL="${LLAMA_BUILD_JOBS:-2}" \
         nice -n 10 "$PY" -m pip wheel --no-cache-dir --no-deps --no-binary llama-cpp-python \
