@@ -217,7 +217,6 @@ def test_caches_feed_what_the_prefix_contract_allows(sv, models):
         t, d = dec.target_cache, dec.draft_cache
         t.reset()
         d.reset()
-        outputs = []
         for again in (False, True):  # an empty cache, then the previous generation's
             last = (t.fed, d.fed, t.evals, d.evals)
             remaining, prev, first = max_new, None, True
@@ -237,7 +236,6 @@ def test_caches_feed_what_the_prefix_contract_allows(sv, models):
                 prev, last, first = (n, j), now, False
                 remaining -= len(chunk)
             assert remaining == 0
-            outputs.append(dec.stats.new_tokens)
 
 
 def test_results_equal_a_run_without_the_cache(sv, gguf_pair):
