@@ -701,6 +701,8 @@ def main() -> int:
                     help="only one-hot drafts and block verification")
     ap.add_argument("--half-only", action="store_true", help="only half-type rows against float32 rows")
     ap.add_argument("--tree-only", action="store_true", help="only tree verification")
+    ap.add_argument("--chain-only", action="store_true",
+                    help="only the chain ops on probability rows (verify_greedy, accept) and the bar")
     args = ap.parse_args()
     blocks, chunk_ns, n_mix = (11, 0.5e6, 20) if args.quick else (81, 1.5e6, 40)
 
@@ -717,7 +719,7 @@ def main() -> int:
 
     sv._force_isa(best)
     trees = []
-    for v, _ in SHAPES:
+    for v, _ in ([] if args.chain_only else SHAPES):
         for case in tree_cases(sv, v, args.seed):
             run_blocks(list(case.columns.values()), blocks, chunk_ns, overhead)
             print(f"  timed {case.op} V={case.v} {case.label}", file=sys.stderr)
@@ -730,7 +732,7 @@ def main() -> int:
         print("\n".join(tree_text))
         return 0
     halves = []
-    for v, k in SHAPES:
+    for v, k in ([] if args.chain_only else SHAPES):
         for case in half_cases(sv, v, k, args.seed):
             run_blocks(list(case.columns.values()), blocks, chunk_ns, overhead)
             print(f"  timed {case.op} V={case.v} K={case.k} {case.label}", file=sys.stderr)
@@ -742,7 +744,7 @@ def main() -> int:
         print("\n".join(half_text))
         return 0
     one_hot, block = [], []
-    for v, k in SHAPES:
+    for v, k in ([] if args.chain_only else SHAPES):
         for case in one_hot_cases(sv, v, k, args.seed) + [block_cases(sv, v, k, args.seed)]:
             run_blocks(list(case.columns.values()), blocks, chunk_ns, overhead)
             print(f"  timed {case.op} V={case.v} K={case.k} {case.label}", file=sys.stderr)
@@ -757,7 +759,7 @@ def main() -> int:
         return 0
 
     pipe: list = []
-    for v, k in SHAPES:
+    for v, k in ([] if args.chain_only else SHAPES):
         for case in pipeline_cases(sv, v, k, args.seed):
             run_blocks(list(case.columns.values()), blocks, chunk_ns, overhead)
             print(f"  timed {case.op} V={case.v} K={case.k} {case.label}", file=sys.stderr)

@@ -151,18 +151,30 @@ struct ProbRows {
 
   // Note [Mass bounds]: true if position i certainly accepts t with uniform u (a one-hot
   // draft when `one_hot`), from float32 sums alone; false means nothing (read it exactly).
-  bool surely_accepted(int64_t i, bool one_hot, int64_t t, double u) const {
+  // The sums go to *sp and *sq (unchanged where not taken).
+  bool surely_accepted(int64_t i, bool one_hot, int64_t t, double u, double* sp, double* sq) const {
     const RowRef p = target.row(i);
     if (width == 0.0 || p.type != Elem::kF32) return false;
-    float sp = 0.0f;
-    if (!kt.row_sum_f32(static_cast<const float*>(p.data), vocab, &sp) || !(sp > 0.0f)) return false;
+    float fp = 0.0f;
+    if (!kt.row_sum_f32(static_cast<const float*>(p.data), vocab, &fp) || !(fp > 0.0f)) return false;
+    *sp = fp;
     const double pt = value_at(p, t);
-    if (one_hot) return u * (sp * (1.0 + width)) < pt;  // q = onehot(t), Q = 1
+    if (one_hot) return u * (fp * (1.0 + width)) < pt;  // q = onehot(t), Q = 1
     const RowRef q = draft.row(i);
     if (q.type != Elem::kF32) return false;
-    float sq = 0.0f;
-    if (!kt.row_sum_f32(static_cast<const float*>(q.data), vocab, &sq) || !(sq > 0.0f)) return false;
-    return u * value_at(q, t) * (sp * (1.0 + width)) < pt * (sq * (1.0 - width));
+    float fq = 0.0f;
+    if (!kt.row_sum_f32(static_cast<const float*>(q.data), vocab, &fq) || !(fq > 0.0f)) return false;
+    *sq = fq;
+    return u * value_at(q, t) * (fp * (1.0 + width)) < pt * (fq * (1.0 - width));
+  }
+  // Whether the float32 sums are worth taking at position i: only where acceptance is
+  // likely, judged by the masses seen last (a position that rejects pays for the sums and
+  // then the exact masses). A guess: it changes the time, never the outcome.
+  bool likely_accepted(int64_t i, bool one_hot, int64_t t, double u, double last_p, double last_q) const {
+    if (width == 0.0) return false;
+    const double pt = value_at(target.row(i), t);
+    if (one_hot) return u * last_p < pt;
+    return u * value_at(draft.row(i), t) * last_p < pt * last_q;
   }
 
   Outcome read_target(int64_t i, Side* p) const {
@@ -221,7 +233,8 @@ struct LogitRows {
     return read(draft.row(i), true, i, q);
   }
   // Warped rows have no cheaper bound than their weights pass.
-  bool surely_accepted(int64_t, bool, int64_t, double) const { return false; }
+  bool surely_accepted(int64_t, bool, int64_t, double, double*, double*) const { return false; }
+  bool likely_accepted(int64_t, bool, int64_t, double, double, double) const { return false; }
 };
 
 // A draw from row p (mass > 0) with uniform u.
@@ -270,13 +283,17 @@ template <class Reader>
 Outcome token_round(const KernelTable& kt, const Reader& rows, bool one_hot, const int64_t* tokens,
                     const double* u, int64_t k, int64_t vocab) {
   Position& at = positions(vocab, Reader::kWarped)[0];
+  double last_p = 1.0, last_q = 1.0;  // the masses seen last (Note [Mass bounds]'s guess)
   for (int64_t i = 0; i < k; ++i) {
     const int64_t t = tokens[i];
-    if (rows.surely_accepted(i, one_hot, t, u[i])) continue;
+    if (rows.likely_accepted(i, one_hot, t, u[i], last_p, last_q) &&
+        rows.surely_accepted(i, one_hot, t, u[i], &last_p, &last_q))
+      continue;
     if (one_hot) {
       const Outcome bad = rows.read_target(i, &at.p);
       if (bad.error != InputError::kNone) return bad;
       // q = onehot(t), Q = 1: accept with probability p(t) / P, u * P < p(t).
+      last_p = at.p.mass;
       if (u[i] * at.p.mass < static_cast<double>(at.p.at(t))) continue;
       return emitted(i, draw_without(kt, at.p, t, u[k], vocab));
     }
@@ -285,6 +302,8 @@ Outcome token_round(const KernelTable& kt, const Reader& rows, bool one_hot, con
     // Accept t with probability min(1, (p(t)/P) / (q(t)/Q)), without dividing:
     // u * q(t) * P < p(t) * Q. p(t) = 0 never passes; q(t) = 0 < p(t) always does.
     const double pt = at.p.at(t), qt = at.q.at(t);
+    last_p = at.p.mass;
+    last_q = at.q.mass;
     if (u[i] * qt * at.p.mass < pt * at.q.mass) continue;
     sum_residual(kt, at, 1.0, vocab);
     return emitted(i, draw_residual(at, u[k], vocab));
