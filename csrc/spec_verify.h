@@ -297,4 +297,65 @@ inline float residual_value(float p, float q, float a, float b) {
 // Returns s: a = 2^s / P and b = 2^s / Q rounded to float32.
 int residual_scales(double P, double Q, float* a, float* b);
 
+// ---- batches (batch.cpp): Note [Ragged batches] ----------------------------------------
+
+// Note [Ragged batches]
+// B sequences verified by one call, in vLLM's layout. cu[0..B-1] are running totals of the
+// draft counts, without a leading zero: sequence b has K_b = cu[b] - cu[b-1] draft tokens
+// (cu[-1] = 0), its draft tokens and draft rows are [cu[b-1], cu[b]) of the N = cu[B-1]
+// draft tokens and rows, and it owns the K_b + 1 consecutive target rows starting at
+// cu[b-1] + b (N + B target rows in all). num_draft = [3, 0, 2, 0, 1] gives
+// cu = [3, 3, 5, 5, 6] and target rows starting at 0, 4, 5, 8, 9.
+// Each sequence is one call of the single-sequence round on its rows: verify_greedy_round
+// when greedy, else accept_round (probabilities) or accept_logits_round (logits) with its
+// K_b + 1 uniforms, which the caller draws before any sequence runs, in batch order, K_b + 1
+// per sampled sequence and none for a greedy one. So a sequence's result is that of the
+// single-sequence op on its rows with the same uniforms, bit for bit, however the sequences
+// are shared among threads (each thread has its own scratch: rounds.cpp, warp.cpp).
+// Output row b (width >= max K_b + 1): the accepted draft tokens, the emitted token, then -1.
+struct Batch {
+  Rows target;            // N + B rows
+  Rows draft;             // N rows; data == nullptr: one-hot drafts for every sequence
+  const int64_t* tokens;  // N draft tokens, each in [0, V)
+  const int64_t* cu;      // B running totals: cu[0] >= 0, non-decreasing, cu[B-1] = N
+  int64_t batch;          // B
+  int64_t vocab;          // V
+  Method method;
+  // Logits in: params[b] warps sequence b's rows, temperature 0 = greedy. Probabilities in:
+  // params == nullptr and greedy[b] marks the greedy sequences (greedy == nullptr: none).
+  const WarpParams* params;
+  const bool* greedy;
+};
+
+// Sequence b's draft count, its first draft row (and token) and its first target row.
+inline int64_t batch_k(const Batch& in, int64_t b) { return in.cu[b] - (b > 0 ? in.cu[b - 1] : 0); }
+inline int64_t batch_draft_begin(const Batch& in, int64_t b) { return b > 0 ? in.cu[b - 1] : 0; }
+inline int64_t batch_target_begin(const Batch& in, int64_t b) { return batch_draft_begin(in, b) + b; }
+inline bool batch_greedy(const Batch& in, int64_t b) {
+  return in.params != nullptr ? in.params[b].temperature == 0.0f : in.greedy != nullptr && in.greedy[b];
+}
+
+// Where each sequence's uniforms start in the batch's array (uniform_begin[b], -1 for a
+// greedy sequence), in batch order; returns how many uniforms the batch takes.
+int64_t batch_uniform_offsets(const Batch& in, int64_t* uniform_begin);
+
+// Cuts the sequences into at most `parts` contiguous ranges [bounds[i], bounds[i+1]) of
+// about equal cost, the elements a sequence may read (its rows times V), none cheaper than
+// min_cost unless it is the only one. Returns the bounds, starting at 0 and ending at B.
+std::vector<int64_t> batch_partition(const Batch& in, int64_t parts, int64_t min_cost);
+
+// The first malformed row met while running a range of sequences: the sequence and the
+// round's Outcome, its row counted in the whole tensor (target: N + B rows, draft: N).
+struct BatchFailure {
+  int64_t sequence = -1;  // -1: none
+  Outcome outcome;
+};
+
+// Runs sequences [begin, end) in order with the uniforms laid out by batch_uniform_offsets,
+// writing out[b * width .. b * width + width) and num_accepted[b]; stops at the first
+// malformed row (the outputs of that sequence and later ones are then unspecified).
+BatchFailure run_batch(const KernelTable& kt, const Batch& in, const double* uniforms,
+                       const int64_t* uniform_begin, int64_t begin, int64_t end, int64_t width,
+                       int64_t* out, int64_t* num_accepted);
+
 }  // namespace spec_verify

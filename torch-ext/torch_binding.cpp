@@ -1,6 +1,7 @@
 // torch op schemas and tensor checks; everything below this file sees raw pointers.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
 #include <ATen/core/DistributionsHelper.h>
 #include <c10/util/SmallVector.h>
 #include <torch/library.h>
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
@@ -607,6 +609,291 @@ std::tuple<at::Tensor, c10::SymInt> verify_tree_probs_with_uniforms(const at::Te
   return tree_result(out, path);
 }
 
+// ---- batches: Note [Ragged batches] ------------------------------------------------------
+namespace {
+
+// A batch's tensors, checked, and the per-sequence choices, owned here; view() is what the
+// core reads.
+struct BatchArgs {
+  at::Tensor target, draft;  // draft undefined: one-hot drafts
+  std::vector<int64_t> tokens, cu;
+  std::vector<sv::WarpParams> params;  // the logits form
+  std::unique_ptr<bool[]> greedy;      // the probabilities form (null: no greedy sequence)
+  int64_t batch = 0, vocab = 0, width = 1;
+  sv::Method method = sv::Method::kToken;
+
+  sv::Batch view() const {
+    return sv::Batch{rows_of(target), draft_rows(draft), tokens.data(), cu.data(), batch, vocab, method,
+                     params.empty() ? nullptr : params.data(), greedy.get()};
+  }
+};
+
+// A 1-D tensor of an integer dtype (not bool), as int64 values.
+std::vector<int64_t> int_values(const char* op, const char* name, const at::Tensor& t, const char* expected) {
+  check_cpu(op, name, t);
+  TORCH_CHECK_TYPE(at::isIntegralType(t.scalar_type(), /*includeBool=*/false), "spec_verify.", op, ": ",
+                   name, " must have an integer dtype, got ", dtype_name(t.scalar_type()));
+  TORCH_CHECK_VALUE(t.dim() == 1, "spec_verify.", op, ": ", name, " must be 1-D ", expected, ", got shape ",
+                    shape_of(t));
+  const at::Tensor values = t.to(at::kLong).contiguous();
+  const int64_t* data = values.data_ptr<int64_t>();
+  return std::vector<int64_t>(data, data + t.size(0));
+}
+
+// Shapes, the running totals, the rows and the tokens of a batch (names: the rows' arguments).
+void check_batch_layout(const char* op, const RowNames& names, const at::Tensor& target,
+                        const at::Tensor& draft_tokens, const at::Tensor& cu_num_draft_tokens,
+                        const std::optional<at::Tensor>& draft, c10::string_view method, BatchArgs& a) {
+  a.method = checked_method(op, method);
+  a.cu = int_values(op, "cu_num_draft_tokens", cu_num_draft_tokens, "[B]");
+  a.batch = static_cast<int64_t>(a.cu.size());
+  check_cpu(op, "draft_tokens", draft_tokens);
+  TORCH_CHECK_VALUE(draft_tokens.dim() == 1, "spec_verify.", op, ": draft_tokens must be 1-D [N], got shape ",
+                    shape_of(draft_tokens));
+  const int64_t n = draft_tokens.size(0);
+  int64_t max_k = 0;
+  for (int64_t b = 0; b < a.batch; ++b) {
+    const int64_t before = b > 0 ? a.cu[b - 1] : 0;
+    TORCH_CHECK_VALUE(b > 0 || a.cu[0] >= 0, "spec_verify.", op, ": cu_num_draft_tokens[0] = ", a.cu[0],
+                      " is negative; cu_num_draft_tokens holds running totals of the draft counts, without a "
+                      "leading zero");
+    TORCH_CHECK_VALUE(a.cu[b] >= before, "spec_verify.", op, ": cu_num_draft_tokens[", b, "] = ", a.cu[b],
+                      " is less than cu_num_draft_tokens[", b - 1, "] = ", before,
+                      "; running totals of the draft counts never decrease");
+    max_k = std::max(max_k, a.cu[b] - before);
+  }
+  const int64_t last = a.batch > 0 ? a.cu[a.batch - 1] : 0;
+  TORCH_CHECK_VALUE(last == n, "spec_verify.", op, ": cu_num_draft_tokens ends at ", last,
+                    a.batch > 0 ? "" : " (B = 0)", " but draft_tokens holds N = ", n,
+                    " tokens; the last running total is the number of draft tokens");
+  a.width = max_k + 1;
+  check_cpu(op, names.target, target);
+  TORCH_CHECK_VALUE(target.dim() == 2 && target.size(1) >= 1, "spec_verify.", op, ": ", names.target,
+                    " must be 2-D [N + B, V] with V >= 1, got shape ", shape_of(target));
+  a.vocab = target.size(1);
+  TORCH_CHECK_VALUE(target.size(0) == n + a.batch, "spec_verify.", op, ": ", names.target,
+                    " must have N + B = ", n + a.batch, " rows (N = ", n, " draft tokens, B = ", a.batch,
+                    " sequences: K_b + 1 rows for sequence b), got shape ", shape_of(target));
+  a.target = checked_rows(op, names.target, target, n + a.batch, a.vocab, "[N + B, V]");
+  if (draft.has_value() && draft->defined()) {
+    check_cpu(op, names.draft, *draft);
+    TORCH_CHECK_VALUE(draft->dim() != 2 || draft->size(0) == n, "spec_verify.", op, ": ", names.draft,
+                      " must have N = ", n, " rows, one per draft token, got shape ", shape_of(*draft));
+    a.draft = checked_rows(op, names.draft, *draft, n, a.vocab, "[N, V]");
+  }
+  a.tokens = checked_tokens(op, draft_tokens, n, a.vocab);
+}
+
+// A per-sequence parameter tensor [B] (None: `fallback` for every sequence) as doubles;
+// `integer`: an integer dtype (top_k), else any real dtype but bool.
+std::vector<double> batch_param(const char* op, const char* name, const std::optional<at::Tensor>& t,
+                                int64_t batch, double fallback, bool integer) {
+  if (!t.has_value() || !t->defined()) return std::vector<double>(static_cast<size_t>(batch), fallback);
+  check_cpu(op, name, *t);
+  const at::ScalarType dtype = t->scalar_type();
+  TORCH_CHECK_TYPE(integer ? at::isIntegralType(dtype, false)
+                           : (at::isFloatingType(dtype) || at::isIntegralType(dtype, false)),
+                   "spec_verify.", op, ": ", name, " must have ", integer ? "an integer" : "a real (not bool)",
+                   " dtype, got ", dtype_name(dtype));
+  TORCH_CHECK_VALUE(t->dim() == 1 && t->size(0) == batch, "spec_verify.", op, ": ", name,
+                    " must have shape [B] = [", batch, "], one value per sequence, got ", shape_of(*t));
+  std::vector<double> values(static_cast<size_t>(batch));
+  if (integer) {  // int64 values kept exact through their double only for the range check below
+    const at::Tensor v = t->to(at::kLong).contiguous();
+    for (int64_t b = 0; b < batch; ++b) values[b] = static_cast<double>(v.data_ptr<int64_t>()[b]);
+  } else {
+    const at::Tensor v = t->to(at::kDouble).contiguous();
+    std::copy(v.data_ptr<double>(), v.data_ptr<double>() + batch, values.begin());
+  }
+  return values;
+}
+
+// The per-sequence warping parameters, each checked by checked_params's rules; a message
+// names the sequence.
+void check_batch_params(const char* op, const std::optional<at::Tensor>& temperature,
+                        const std::optional<at::Tensor>& top_k, const std::optional<at::Tensor>& top_p,
+                        const std::optional<at::Tensor>& min_p, BatchArgs& a) {
+  const std::vector<double> t = batch_param(op, "temperature", temperature, a.batch, 1.0, false);
+  const std::vector<double> p = batch_param(op, "top_p", top_p, a.batch, 1.0, false);
+  const std::vector<double> m = batch_param(op, "min_p", min_p, a.batch, 0.0, false);
+  std::vector<int64_t> k(static_cast<size_t>(a.batch), 0);
+  if (top_k.has_value() && top_k->defined()) {
+    batch_param(op, "top_k", top_k, a.batch, 0.0, true);  // dtype and shape
+    const at::Tensor v = top_k->to(at::kLong).contiguous();
+    std::copy(v.data_ptr<int64_t>(), v.data_ptr<int64_t>() + a.batch, k.begin());
+  }
+  a.params.resize(static_cast<size_t>(a.batch));
+  for (int64_t b = 0; b < a.batch; ++b) {
+    try {
+      a.params[b] = checked_params(op, t[b], k[b], p[b], m[b]);
+    } catch (const c10::ValueError& e) {
+      // "spec_verify.<op>: <what>" becomes "spec_verify.<op>: sequence b: <what>".
+      const std::string prefix = std::string("spec_verify.") + op + ": ";
+      const std::string& what = e.msg();
+      TORCH_CHECK_VALUE(false, prefix, "sequence ", b, ": ",
+                        what.compare(0, prefix.size(), prefix) == 0 ? what.substr(prefix.size()) : what);
+    }
+  }
+}
+
+// Sequence b's generator: generators[b] when given and not None, else `generator`, else the
+// default CPU generator.
+at::Generator sequence_generator(const std::optional<at::Generator>& generator,
+                                 const std::optional<c10::List<std::optional<at::Generator>>>& generators, int64_t b) {
+  if (generators.has_value()) {
+    const std::optional<at::Generator> g = generators->get(b);
+    if (g.has_value() && g->defined()) return *g;
+  }
+  return generator.has_value() && generator->defined() ? *generator : at::detail::getDefaultCPUGenerator();
+}
+
+void check_generators(const char* op, const std::optional<at::Generator>& generator,
+                      const std::optional<c10::List<std::optional<at::Generator>>>& generators, int64_t batch) {
+  if (generator.has_value() && generator->defined()) {
+    TORCH_CHECK_VALUE(generator->device().is_cpu(), "spec_verify.", op, ": generator must be a CPU ",
+                      "torch.Generator, got one on ", generator->device());
+  }
+  if (!generators.has_value()) return;
+  TORCH_CHECK_VALUE(static_cast<int64_t>(generators->size()) == batch, "spec_verify.", op,
+                    ": generators must hold B = ", batch, " entries (one per sequence, None for `generator`), got ",
+                    generators->size());
+  for (int64_t b = 0; b < batch; ++b) {
+    const std::optional<at::Generator> g = generators->get(b);
+    TORCH_CHECK_VALUE(!g.has_value() || !g->defined() || g->device().is_cpu(), "spec_verify.", op,
+                      ": generators[", b, "] must be a CPU torch.Generator, got one on ", g->device());
+  }
+}
+
+// Smallest weighted cost (elements read, batch.cpp) worth a thread of its own: a few rows.
+constexpr int64_t kMinPartCost = int64_t{1} << 16;
+
+// The batch's sequences over torch's intra-op threads (torch.set_num_threads), in contiguous
+// ranges of about equal cost; one range runs inline, without the parallel machinery. Returns
+// the failure of the lowest sequence, which is the one a single thread would meet first.
+sv::BatchFailure run_batch_threads(const sv::KernelTable& kt, const sv::Batch& in, const double* uniforms,
+                                   const int64_t* uniform_begin, int64_t width, int64_t* out, int64_t* accepted) {
+  const int64_t threads = at::in_parallel_region() ? 1 : at::get_num_threads();
+  if (threads <= 1 || in.batch <= 1) return sv::run_batch(kt, in, uniforms, uniform_begin, 0, in.batch, width, out, accepted);
+  const std::vector<int64_t> bounds = sv::batch_partition(in, threads, kMinPartCost);
+  const auto parts = static_cast<int64_t>(bounds.size()) - 1;
+  if (parts <= 1) return sv::run_batch(kt, in, uniforms, uniform_begin, 0, in.batch, width, out, accepted);
+  std::vector<sv::BatchFailure> failures(static_cast<size_t>(parts));
+  at::parallel_for(0, parts, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t p = lo; p < hi; ++p) {
+      failures[p] = sv::run_batch(kt, in, uniforms, uniform_begin, bounds[p], bounds[p + 1], width, out, accepted);
+    }
+  });
+  for (const sv::BatchFailure& f : failures) {
+    if (f.sequence >= 0) return f;
+  }
+  return sv::BatchFailure{};
+}
+
+// Draws every sampled sequence's K_b + 1 uniforms, in batch order, each from its generator
+// (sequence_generator) as torch.rand(K_b + 1, dtype=torch.float64, generator=g) would, then
+// runs the batch. Every generator involved is locked for the call (in address order, so two
+// calls never wait on each other's locks) and, if a malformed row turns up, put back as it
+// was before the call. Greedy sequences draw nothing.
+sv::BatchFailure draw_and_run(const char* op, const BatchArgs& a, const std::optional<at::Generator>& generator,
+                              const std::optional<c10::List<std::optional<at::Generator>>>& generators, int64_t* out,
+                              int64_t* accepted) {
+  const sv::KernelTable& kt = kernels();  // a bad SPEC_VERIFY_ISA raises here, before anything is drawn
+  const sv::Batch in = a.view();
+  std::vector<int64_t> uniform_begin(static_cast<size_t>(a.batch));
+  const int64_t count = sv::batch_uniform_offsets(in, uniform_begin.data());
+  if (count == 0) return run_batch_threads(kt, in, nullptr, uniform_begin.data(), a.width, out, accepted);
+
+  c10::SmallVector<at::Generator, 4> gens;  // per sampled sequence, in batch order
+  c10::SmallVector<at::Generator, 4> unique;
+  for (int64_t b = 0; b < a.batch; ++b) {
+    if (uniform_begin[b] < 0) continue;
+    gens.push_back(sequence_generator(generator, generators, b));
+    if (std::none_of(unique.begin(), unique.end(), [&](const at::Generator& g) { return g == gens.back(); })) {
+      unique.push_back(gens.back());
+    }
+  }
+  std::sort(unique.begin(), unique.end(), [](const at::Generator& x, const at::Generator& y) {
+    return x.unsafeGetGeneratorImpl() < y.unsafeGetGeneratorImpl();
+  });
+  std::vector<std::unique_lock<std::mutex>> locks;
+  std::vector<at::mt19937> saved;
+  locks.reserve(unique.size());
+  saved.reserve(unique.size());
+  for (at::Generator& g : unique) {
+    locks.emplace_back(g.mutex());
+    saved.push_back(at::check_generator<at::CPUGeneratorImpl>(g)->engine());
+  }
+  std::vector<double> uniforms(static_cast<size_t>(count));
+  at::uniform_real_distribution<double> uniform(0.0, 1.0);  // not const: torch 2.10's operator() is not
+  size_t next = 0;
+  for (int64_t b = 0; b < a.batch; ++b) {
+    if (uniform_begin[b] < 0) continue;
+    auto* engine = at::check_generator<at::CPUGeneratorImpl>(gens[next++]);
+    double* u = uniforms.data() + uniform_begin[b];
+    for (int64_t j = 0; j <= sv::batch_k(in, b); ++j) u[j] = uniform(engine);
+  }
+  const sv::BatchFailure failure = run_batch_threads(kt, in, uniforms.data(), uniform_begin.data(), a.width, out, accepted);
+  if (failure.sequence >= 0) {
+    for (size_t i = 0; i < unique.size(); ++i) at::check_generator<at::CPUGeneratorImpl>(unique[i])->set_engine(saved[i]);
+  }
+  return failure;
+}
+
+// Runs a checked batch: (output_token_ids [B, max K_b + 1], num_accepted [B]), or raises
+// naming the sequence and the row.
+std::tuple<at::Tensor, at::Tensor> batch_result(const char* op, const RowNames& names, const BatchArgs& a,
+                                                const std::optional<at::Generator>& generator,
+                                                const std::optional<c10::List<std::optional<at::Generator>>>& generators) {
+  check_generators(op, generator, generators, a.batch);
+  const auto options = at::TensorOptions().dtype(at::kLong);
+  at::Tensor out = at::empty({a.batch, a.width}, options);
+  at::Tensor accepted = at::empty({a.batch}, options);
+  const sv::BatchFailure failure = draw_and_run(op, a, generator, generators, out.data_ptr<int64_t>(),
+                                                accepted.data_ptr<int64_t>());
+  if (failure.sequence >= 0) {
+    const std::string where = std::string(op) + ": sequence " + std::to_string(failure.sequence);
+    raise_if_bad(where.c_str(), failure.outcome, names);
+  }
+  return {out, accepted};
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor> verify_batch(
+    const at::Tensor& target_logits, const at::Tensor& draft_tokens, const at::Tensor& cu_num_draft_tokens,
+    const std::optional<at::Tensor>& draft_logits, const std::optional<at::Tensor>& temperature,
+    const std::optional<at::Tensor>& top_k, const std::optional<at::Tensor>& top_p,
+    const std::optional<at::Tensor>& min_p, c10::string_view method, const std::optional<at::Generator>& generator,
+    const std::optional<c10::List<std::optional<at::Generator>>>& generators) {
+  const char* op = "verify_batch";
+  BatchArgs a;
+  check_batch_layout(op, kLogits, target_logits, draft_tokens, cu_num_draft_tokens, draft_logits, method, a);
+  check_batch_params(op, temperature, top_k, top_p, min_p, a);
+  return batch_result(op, kLogits, a, generator, generators);
+}
+
+std::tuple<at::Tensor, at::Tensor> verify_batch_probs(
+    const at::Tensor& target_probs, const at::Tensor& draft_tokens, const at::Tensor& cu_num_draft_tokens,
+    const std::optional<at::Tensor>& draft_probs, const std::optional<at::Tensor>& greedy,
+    c10::string_view method, const std::optional<at::Generator>& generator,
+    const std::optional<c10::List<std::optional<at::Generator>>>& generators) {
+  const char* op = "verify_batch_probs";
+  BatchArgs a;
+  check_batch_layout(op, kProbs, target_probs, draft_tokens, cu_num_draft_tokens, draft_probs, method, a);
+  if (greedy.has_value() && greedy->defined()) {
+    check_cpu(op, "greedy", *greedy);
+    TORCH_CHECK_TYPE(greedy->scalar_type() == at::kBool, "spec_verify.", op,
+                     ": greedy must have dtype torch.bool, got ", dtype_name(greedy->scalar_type()));
+    TORCH_CHECK_VALUE(greedy->dim() == 1 && greedy->size(0) == a.batch, "spec_verify.", op,
+                      ": greedy must have shape [B] = [", a.batch, "], one flag per sequence, got ",
+                      shape_of(*greedy));
+    const at::Tensor flags = greedy->contiguous();
+    a.greedy = std::make_unique<bool[]>(static_cast<size_t>(a.batch));
+    std::copy(flags.data_ptr<bool>(), flags.data_ptr<bool>() + a.batch, a.greedy.get());
+  }
+  return batch_result(op, kProbs, a, generator, generators);
+}
+
 at::Tensor row_masses(const at::Tensor& rows) {
   const char* op = "_row_masses";
   check_cpu(op, "rows", rows);
@@ -676,6 +963,15 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def("verify_tree_probs_with_uniforms(Tensor target_probs, Tensor tokens, Tensor parents, "
           "Tensor? draft_probs, Tensor uniforms, bool greedy=False) -> (Tensor, SymInt)");
   ops.impl("verify_tree_probs_with_uniforms", c10::kCPU, &verify_tree_probs_with_uniforms);
+  ops.def("verify_batch(Tensor target_logits, Tensor draft_tokens, Tensor cu_num_draft_tokens, "
+          "Tensor? draft_logits=None, Tensor? temperature=None, Tensor? top_k=None, Tensor? top_p=None, "
+          "Tensor? min_p=None, str method=\"token\", Generator? generator=None, "
+          "Generator?[]? generators=None) -> (Tensor, Tensor)");
+  ops.impl("verify_batch", c10::kCPU, &verify_batch);
+  ops.def("verify_batch_probs(Tensor target_probs, Tensor draft_tokens, Tensor cu_num_draft_tokens, "
+          "Tensor? draft_probs=None, Tensor? greedy=None, str method=\"token\", Generator? generator=None, "
+          "Generator?[]? generators=None) -> (Tensor, Tensor)");
+  ops.impl("verify_batch_probs", c10::kCPU, &verify_batch_probs);
   // Internal ops, for tests and benchmarks: private (leading underscore) names.
   ops.def("_row_masses(Tensor rows) -> Tensor");
   ops.impl("_row_masses", c10::kCPU, &row_masses);
@@ -690,6 +986,8 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
     ops.impl("sample_with_uniforms", key, &sample_with_uniforms);
     ops.impl("accept_logits", key, &accept_logits);
     ops.impl("accept_logits_with_uniforms", key, &accept_logits_with_uniforms);
+    ops.impl("verify_batch", key, &verify_batch);
+    ops.impl("verify_batch_probs", key, &verify_batch_probs);
     ops.impl("_row_masses", key, &row_masses);
     ops.impl("verify_tree", key, &verify_tree);
     ops.impl("verify_tree_with_uniforms", key, &verify_tree_with_uniforms);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <ATen/core/Generator.h>
+#include <ATen/core/List.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/SymInt.h>
 #include <c10/util/string_view.h>
@@ -68,6 +69,20 @@ std::tuple<at::Tensor, c10::SymInt> verify_tree_probs_with_uniforms(const at::Te
                                                                     const at::Tensor& parents,
                                                                     const std::optional<at::Tensor>& draft_probs,
                                                                     const at::Tensor& uniforms, bool greedy);
+
+// Note [Ragged batches] (csrc/spec_verify.h): B sequences in vLLM's layout, over threads.
+std::tuple<at::Tensor, at::Tensor> verify_batch(
+    const at::Tensor& target_logits, const at::Tensor& draft_tokens, const at::Tensor& cu_num_draft_tokens,
+    const std::optional<at::Tensor>& draft_logits, const std::optional<at::Tensor>& temperature,
+    const std::optional<at::Tensor>& top_k, const std::optional<at::Tensor>& top_p,
+    const std::optional<at::Tensor>& min_p, c10::string_view method, const std::optional<at::Generator>& generator,
+    const std::optional<c10::List<std::optional<at::Generator>>>& generators);
+
+std::tuple<at::Tensor, at::Tensor> verify_batch_probs(
+    const at::Tensor& target_probs, const at::Tensor& draft_tokens, const at::Tensor& cu_num_draft_tokens,
+    const std::optional<at::Tensor>& draft_probs, const std::optional<at::Tensor>& greedy,
+    c10::string_view method, const std::optional<at::Generator>& generator,
+    const std::optional<c10::List<std::optional<at::Generator>>>& generators);
 
 at::Tensor row_masses(const at::Tensor& rows);
 

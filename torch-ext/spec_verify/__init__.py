@@ -8,6 +8,8 @@ sample, sample_with_uniforms  a token per logits row from its warped distributio
 accept_logits, accept_logits_with_uniforms  accept on the warped rows of target and draft logits.
 verify_tree, verify_tree_probs (+ _with_uniforms)  tree drafts: several candidate branches
                     verified in one call, greedy or exactly sampled.
+verify_batch, verify_batch_probs  a ragged batch of sequences (vLLM's layout) in one call,
+                    over torch's threads, each result that of the single-sequence op.
 SpeculativeDecoder  the draft/verify loop over user callbacks (or, from_logits, over two
                     logits functions); DecodeStats its statistics. from_tree and
                     from_tree_logits: rounds that verify trees (TreeDecodeStats).
@@ -38,6 +40,8 @@ from ._api import (  # noqa: F401
     isa,
     sample,
     sample_with_uniforms,
+    verify_batch,
+    verify_batch_probs,
     verify_greedy,
     verify_tree,
     verify_tree_probs,
@@ -65,6 +69,8 @@ __all__ = [
     "verify_tree_with_uniforms",
     "verify_tree_probs",
     "verify_tree_probs_with_uniforms",
+    "verify_batch",
+    "verify_batch_probs",
     "SpeculativeDecoder",
     "DecodeStats",
     "PromptLookup",
