@@ -736,7 +736,7 @@ del _f
 def _per_sequence(op: str, name: str, value, batch: int, integer: bool):
     """A per-sequence parameter as the op takes it: None (the default for every sequence), a
     tensor (checked by the op), a list or tuple (a tensor made from it), or one number for
-    every sequence (checked here as the single-sequence ops check it)."""
+    every sequence (checked here by `_warp_params`, as the single-sequence ops check it)."""
     if value is None or isinstance(value, torch.Tensor):
         return value
     if isinstance(value, (list, tuple)):
@@ -745,9 +745,9 @@ def _per_sequence(op: str, name: str, value, batch: int, integer: bool):
         except (TypeError, ValueError, RuntimeError) as e:
             raise TypeError(f"spec_verify.{op}: {name} must be a tensor, a list of numbers or one number, "
                             f"got a list torch cannot convert ({e})") from None
-    number = _index(value, f"spec_verify.{op}: {name}") if integer else _float(value, f"spec_verify.{op}: {name}")
-    if integer and not 0 <= number <= _INT64_MAX:
-        raise ValueError(f"spec_verify.{op}: {name} must be an int >= 0 (0 = off), got {number}")
+    params = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0}
+    params[name] = value
+    number = _warp_params(f"spec_verify.{op}", **params)[list(params).index(name)]
     return torch.full((batch,), number, dtype=torch.int64 if integer else torch.float64)
 
 
