@@ -1,6 +1,6 @@
 // Note [Ragged batches] (spec_verify.h): a batch of sequences, each verified by the
-// single-sequence round on its own rows. No threads here: the caller runs the ranges
-// batch_partition gives on whatever threads it has (the torch binding uses at::parallel_for).
+// single-sequence round on its own rows. No threads are started here: run_batch runs on the
+// threads its caller gives it (the torch binding uses at::parallel_for).
 #include <algorithm>
 
 #include "spec_verify.h"
@@ -8,22 +8,28 @@
 namespace spec_verify {
 namespace {
 
-// Relative cost of reading one row, per kind of read, for balancing only (results never
-// depend on it): a greedy row is one argmax pass, a probability row one mass pass (two for a
-// pair, counted as two rows), a logits row a warp (the maximum, the weights with their
-// exp, and the cuts: measured about three argmax passes at V = 32000).
-constexpr int64_t kPlainRowCost = 1;
-constexpr int64_t kWarpedRowCost = 3;
-
-// The elements sequence b may read, weighted: every row of a round that is not decided early.
-int64_t sequence_cost(const Batch& in, int64_t b) {
-  const int64_t k = batch_k(in, b);
-  if (batch_greedy(in, b)) return (k + 1) * in.vocab * kPlainRowCost;
-  const int64_t rows = in.draft.data != nullptr ? 2 * k + 1 : k + 1;
-  return rows * in.vocab * (in.params != nullptr ? kWarpedRowCost : kPlainRowCost);
+// Relative cost of reading one row at a given V, for choosing how many threads are worth
+// starting (results never depend on it): measured single-row calls at V = 32000 took about
+// 1 (argmax), 1.3 (a mass pass), 5 (a warp with temperature), 12 (and top-p), 50 (and top-k).
+int64_t row_cost(const Batch& in, int64_t b) {
+  if (batch_greedy(in, b)) return 1;
+  if (in.params == nullptr) return 2;
+  const WarpParams& p = in.params[b];
+  return p.top_k > 0 ? 50 : p.top_p < 1.0 ? 12 : 5;
 }
 
 }  // namespace
+
+int64_t batch_cost(const Batch& in) {
+  int64_t total = 0;
+  for (int64_t b = 0; b < in.batch; ++b) {
+    const int64_t k = batch_k(in, b);
+    const bool greedy = batch_greedy(in, b);
+    const int64_t rows = !greedy && in.draft.data != nullptr ? 2 * k + 1 : k + 1;
+    total += rows * in.vocab * row_cost(in, b);
+  }
+  return total;
+}
 
 int64_t batch_uniform_offsets(const Batch& in, int64_t* uniform_begin) {
   int64_t total = 0;
@@ -38,62 +44,59 @@ int64_t batch_uniform_offsets(const Batch& in, int64_t* uniform_begin) {
   return total;
 }
 
-std::vector<int64_t> batch_partition(const Batch& in, int64_t parts, int64_t min_cost) {
-  std::vector<int64_t> bounds{0};
-  if (in.batch == 0) {
-    bounds.push_back(0);
-    return bounds;
+namespace {
+
+// Sequence b: its round, its output row and num_accepted[b]; or the malformed row it met.
+BatchFailure run_sequence(const KernelTable& kt, const Batch& in, const double* uniforms,
+                          const int64_t* uniform_begin, int64_t b, int64_t width, int64_t* out,
+                          int64_t* num_accepted) {
+  const int64_t k = batch_k(in, b);
+  const int64_t first_draft = batch_draft_begin(in, b);
+  const int64_t first_target = batch_target_begin(in, b);
+  const Rows target{in.target.row(first_target).data, in.target.stride, in.target.type};
+  const Rows draft = in.draft.data == nullptr ? Rows{nullptr, 0}
+                                              : Rows{in.draft.row(first_draft).data, in.draft.stride, in.draft.type};
+  const int64_t* tokens = in.tokens + first_draft;
+  Outcome o;
+  if (batch_greedy(in, b)) {
+    o = verify_greedy_round(kt, target, tokens, k, in.vocab);
+  } else if (in.params != nullptr) {
+    o = accept_logits_round(kt, target, draft, tokens, uniforms + uniform_begin[b], k, in.vocab, in.params[b],
+                            in.method);
+  } else {
+    o = accept_round(kt, target, draft, tokens, uniforms + uniform_begin[b], k, in.vocab, in.method);
   }
-  int64_t total = 0;
-  for (int64_t b = 0; b < in.batch; ++b) total += sequence_cost(in, b);
-  parts = std::max<int64_t>(1, std::min({parts, in.batch, total / std::max<int64_t>(min_cost, 1)}));
-  // Part i ends at the first sequence whose running cost reaches i/parts of the total, so
-  // each part holds about total/parts (one expensive sequence can make a part larger).
-  int64_t running = 0;
-  for (int64_t b = 0; b < in.batch && static_cast<int64_t>(bounds.size()) < parts; ++b) {
-    running += sequence_cost(in, b);
-    const auto i = static_cast<int64_t>(bounds.size());
-    // running >= total * i / parts, in integers without overflow for realistic sizes
-    if (static_cast<double>(running) * parts >= static_cast<double>(total) * i && b + 1 < in.batch) {
-      bounds.push_back(b + 1);
-    }
+  BatchFailure failure;
+  if (o.error != InputError::kNone) {
+    failure.sequence = b;
+    failure.outcome = o;
+    failure.outcome.row += o.in_draft ? first_draft : first_target;
+    return failure;
   }
-  bounds.push_back(in.batch);
-  return bounds;
+  int64_t* row = out + b * width;
+  std::copy(tokens, tokens + o.n_accepted, row);
+  row[o.n_accepted] = o.token;
+  std::fill(row + o.n_accepted + 1, row + width, int64_t{-1});
+  num_accepted[b] = o.n_accepted;
+  return failure;
 }
 
+}  // namespace
+
 BatchFailure run_batch(const KernelTable& kt, const Batch& in, const double* uniforms,
-                       const int64_t* uniform_begin, int64_t begin, int64_t end, int64_t width,
-                       int64_t* out, int64_t* num_accepted) {
-  const bool one_hot = in.draft.data == nullptr;
-  for (int64_t b = begin; b < end; ++b) {
-    const int64_t k = batch_k(in, b);
-    const int64_t first_draft = batch_draft_begin(in, b);
-    const int64_t first_target = batch_target_begin(in, b);
-    const Rows target{in.target.row(first_target).data, in.target.stride, in.target.type};
-    const Rows draft = one_hot ? Rows{nullptr, 0} : Rows{in.draft.row(first_draft).data, in.draft.stride, in.draft.type};
-    const int64_t* tokens = in.tokens + first_draft;
-    Outcome o;
-    if (batch_greedy(in, b)) {
-      o = verify_greedy_round(kt, target, tokens, k, in.vocab);
-    } else if (in.params != nullptr) {
-      o = accept_logits_round(kt, target, draft, tokens, uniforms + uniform_begin[b], k, in.vocab,
-                              in.params[b], in.method);
-    } else {
-      o = accept_round(kt, target, draft, tokens, uniforms + uniform_begin[b], k, in.vocab, in.method);
+                       const int64_t* uniform_begin, int64_t width, int64_t* out, int64_t* num_accepted,
+                       std::atomic<int64_t>* next) {
+  if (next == nullptr) {
+    for (int64_t b = 0; b < in.batch; ++b) {
+      const BatchFailure f = run_sequence(kt, in, uniforms, uniform_begin, b, width, out, num_accepted);
+      if (f.sequence >= 0) return f;
     }
-    if (o.error != InputError::kNone) {
-      BatchFailure failure;
-      failure.sequence = b;
-      failure.outcome = o;
-      failure.outcome.row += o.in_draft ? first_draft : first_target;
-      return failure;
-    }
-    int64_t* row = out + b * width;
-    std::copy(tokens, tokens + o.n_accepted, row);
-    row[o.n_accepted] = o.token;
-    std::fill(row + o.n_accepted + 1, row + width, int64_t{-1});
-    num_accepted[b] = o.n_accepted;
+    return BatchFailure{};
+  }
+  for (int64_t b = next->fetch_add(1, std::memory_order_relaxed); b < in.batch;
+       b = next->fetch_add(1, std::memory_order_relaxed)) {
+    const BatchFailure f = run_sequence(kt, in, uniforms, uniform_begin, b, width, out, num_accepted);
+    if (f.sequence >= 0) return f;
   }
   return BatchFailure{};
 }

@@ -4,6 +4,7 @@
 // extension and into a plain C++ test program that also runs under aarch64 emulation.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -339,23 +340,29 @@ inline bool batch_greedy(const Batch& in, int64_t b) {
 // greedy sequence), in batch order; returns how many uniforms the batch takes.
 int64_t batch_uniform_offsets(const Batch& in, int64_t* uniform_begin);
 
-// Cuts the sequences into at most `parts` contiguous ranges [bounds[i], bounds[i+1]) of
-// about equal cost, the elements a sequence may read (its rows times V), none cheaper than
-// min_cost unless it is the only one. Returns the bounds, starting at 0 and ending at B.
-std::vector<int64_t> batch_partition(const Batch& in, int64_t parts, int64_t min_cost);
+// The elements the batch may read (every row of each sequence that is not decided early),
+// weighted by a rough relative cost of the read (an argmax is 1, a warp with top-k 50): what
+// the caller weighs against the cost of waking threads. Results never depend on it.
+int64_t batch_cost(const Batch& in);
 
-// The first malformed row met while running a range of sequences: the sequence and the
-// round's Outcome, its row counted in the whole tensor (target: N + B rows, draft: N).
+// The first malformed row met while running sequences: the sequence and the round's
+// Outcome, its row counted in the whole tensor (target: N + B rows, draft: N).
 struct BatchFailure {
   int64_t sequence = -1;  // -1: none
   Outcome outcome;
 };
 
-// Runs sequences [begin, end) in order with the uniforms laid out by batch_uniform_offsets,
-// writing out[b * width .. b * width + width) and num_accepted[b]; stops at the first
-// malformed row (the outputs of that sequence and later ones are then unspecified).
+// Runs the batch's sequences with the uniforms laid out by batch_uniform_offsets, writing
+// out[b * width .. b * width + width) and num_accepted[b] for each. next == nullptr: every
+// sequence in order, on this thread. Otherwise the sequences are shared among the threads
+// that call run_batch with the same counter (from 0): each claims the next unclaimed
+// sequence until none is left, so the threads balance by the work the sequences turn out
+// to take. A thread stops at the first malformed row it meets and returns it (the outputs
+// of that sequence, and of sequences nobody ran, are then unspecified). Every sequence
+// before a failing one was claimed before it and runs to its end, so the failure with the
+// lowest sequence over all threads is the one a single thread meets first.
 BatchFailure run_batch(const KernelTable& kt, const Batch& in, const double* uniforms,
-                       const int64_t* uniform_begin, int64_t begin, int64_t end, int64_t width,
-                       int64_t* out, int64_t* num_accepted);
+                       const int64_t* uniform_begin, int64_t width, int64_t* out, int64_t* num_accepted,
+                       std::atomic<int64_t>* next = nullptr);
 
 }  // namespace spec_verify

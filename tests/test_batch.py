@@ -474,6 +474,27 @@ def test_malformed_batch_raises_and_changes_nothing(sv, threads, n_threads, case
         assert torch.equal(args[k].view(torch.uint8), v.view(torch.uint8)), f"{k} was written by a call that raised"
 
 
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+def test_first_malformed_sequence_is_named_whatever_the_threads(sv, threads, n_threads):
+    """A batch large enough to be shared among threads, with NaN in the first target row of
+    sequences 5, 6 and 40 (rows every sequence reads): the message names sequence 5 on any
+    number of threads, and every generator is put back."""
+    threads(n_threads)
+    bt = random_batch(16, 48, 3000, True, False)
+    starts = bt.starts()
+    target = bt.target.clone()
+    for b in (40, 6, 5):
+        target[starts[b][1], 7] = NAN
+    shared = torch.Generator().manual_seed(3)
+    gens = [torch.Generator().manual_seed(b) if b % 2 else None for b in range(48)]
+    states = [g.get_state() for g in [shared] + gens if g is not None]
+    for _ in range(5):
+        with pytest.raises(ValueError, match=rf"^spec_verify\.verify_batch: sequence 5: target_logits\[{starts[5][1]}, 7\] = nan"):
+            sv.verify_batch(target, bt.tokens, bt.cu, draft_logits=bt.draft, temperature=bt.temperature,
+                            generator=shared, generators=gens)
+        assert all(torch.equal(g.get_state(), s) for g, s in zip([x for x in [shared] + gens if x is not None], states))
+
+
 def test_malformed_generators(sv):
     bt = random_batch(1, 3, 10, True, False)
     for gens, exc, pattern in (
