@@ -86,6 +86,7 @@ bench-llama: build llama-env
 
 bench: build
 	@$(STAGE) bench $(PY) benchmarks/compare.py
+	@$(STAGE) bench-batch $(PY) benchmarks/batch.py
 
 clean:
 	rm -rf build hub

@@ -106,3 +106,80 @@ def verify_tree(target_probs, tokens, parents, draft_probs, uniforms):
             return path, x
         path.append(accepted)
         node = accepted
+
+
+# Batches: vLLM's way, vectorised over a ragged batch ------------------------------------------
+
+def _warped_probs(logits, temperature, top_k=None, top_p=None):
+    """Per-row temperature, then top-k and top-p by sorting each row (ascending), then
+    softmax: the batched warping of serving engines, all rows at once."""
+    x = logits / temperature[:, None]
+    vocab = x.shape[-1]
+    cut_k = top_k is not None and bool((top_k > 0).any())
+    cut_p = top_p is not None and bool((top_p < 1).any())
+    if cut_k or cut_p:
+        sorted_x, order = x.sort(-1)
+        if cut_k:
+            k = torch.where(top_k > 0, top_k, vocab).clamp(max=vocab)
+            kth = sorted_x.gather(1, (vocab - k)[:, None])
+            sorted_x.masked_fill_(sorted_x < kth, float("-inf"))
+        if cut_p:
+            cumulative = sorted_x.softmax(-1).cumsum(-1)
+            drop = cumulative <= (1 - top_p)[:, None]
+            drop[:, -1] = False  # the most probable token always stays
+            sorted_x.masked_fill_(drop, float("-inf"))
+        x = torch.empty_like(x).scatter_(-1, order, sorted_x)
+    return x.softmax(-1)
+
+
+def verify_batch(target_logits, draft_tokens, cu_num_draft_tokens, draft_logits, temperature, top_k=None,
+                 top_p=None, generator=None):
+    """A ragged batch in vLLM's layout verified in pure PyTorch, vectorised over the batch:
+    greedy sequences (temperature 0) by argmax; sampled ones by warping every row (sorting for
+    top-k/top-p), accepting where u < p(t) / q(t), and drawing the emitted token from the
+    residual max(0, p - q) at the first rejection (from p when all are accepted) by the
+    exponential race argmax(r / E), E ~ Exp(1). Returns (output_token_ids [B, max_k + 1]
+    padded with -1, num_accepted [B])."""
+    cu = cu_num_draft_tokens
+    batch, n = cu.shape[0], draft_tokens.shape[0]
+    num_draft = torch.diff(cu, prepend=cu.new_zeros(1))
+    max_k = int(num_draft.max()) if batch else 0
+    first_draft = cu - num_draft
+    seq = torch.repeat_interleave(torch.arange(batch), num_draft)  # sequence of each draft token
+    pos = torch.arange(n) - first_draft[seq]                        # its position in the sequence
+    target_row = torch.arange(n) + seq                              # cu[b-1] + b + pos
+    greedy = temperature == 0
+    argmax = target_logits.argmax(-1)
+    accept = torch.ones(batch, max_k, dtype=torch.bool)  # padding accepts: cumprod runs through it
+    all_greedy = bool(greedy.all())
+    if all_greedy:
+        accept[seq, pos] = draft_tokens == argmax[target_row]
+    else:
+        temp = torch.where(greedy, torch.ones_like(temperature), temperature)
+        rows = num_draft + 1
+        p = _warped_probs(target_logits, temp.repeat_interleave(rows),
+                          None if top_k is None else top_k.repeat_interleave(rows),
+                          None if top_p is None else top_p.repeat_interleave(rows))
+        q = _warped_probs(draft_logits, temp[seq], None if top_k is None else top_k[seq],
+                          None if top_p is None else top_p[seq])
+        pt = p[target_row, draft_tokens]
+        qt = q[torch.arange(n), draft_tokens]
+        u = torch.rand(n, generator=generator)
+        sampled = (qt > 0) & (pt / qt >= u)
+        accept[seq, pos] = torch.where(greedy[seq], draft_tokens == argmax[target_row], sampled)
+    accepted = torch.minimum(accept.long().cumprod(1).sum(1), num_draft)
+    decide_row = first_draft + torch.arange(batch) + accepted
+    emitted = argmax[decide_row]
+    if not all_greedy:
+        rejected = accepted < num_draft
+        dist = p[decide_row]
+        if n:
+            residual = (dist - q[(first_draft + accepted).clamp(max=n - 1)]).clamp(min=0)
+            dist = torch.where(rejected[:, None], residual, dist)
+        race = torch.empty_like(dist).exponential_(generator=generator)
+        emitted = torch.where(greedy, emitted, (dist / race).argmax(-1))
+    out = torch.full((batch, max_k + 1), -1, dtype=torch.int64)
+    keep = pos < accepted[seq]
+    out[seq[keep], pos[keep]] = draft_tokens[keep]
+    out[torch.arange(batch), accepted] = emitted
+    return out, accepted

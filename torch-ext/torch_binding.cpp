@@ -1,6 +1,7 @@
 // torch op schemas and tensor checks; everything below this file sees raw pointers.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/EmptyTensor.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/DistributionsHelper.h>
 #include <c10/util/SmallVector.h>
@@ -629,16 +630,37 @@ struct BatchArgs {
   }
 };
 
+// The values of a 1-D tensor as Out, read in place for the usual dtypes (a conversion to a
+// new tensor costs more than a small batch's whole round), else through a converted copy.
+template <class Out>
+std::vector<Out> values_1d(const at::Tensor& t) {
+  std::vector<Out> out(static_cast<size_t>(t.size(0)));
+  const auto read = [&](const auto* data) {
+    for (int64_t i = 0; i < t.size(0); ++i) out[i] = static_cast<Out>(data[i * t.stride(0)]);
+  };
+  switch (t.scalar_type()) {
+    case at::kLong: read(t.const_data_ptr<int64_t>()); break;
+    case at::kInt: read(t.const_data_ptr<int32_t>()); break;
+    case at::kFloat: read(t.const_data_ptr<float>()); break;
+    case at::kDouble: read(t.const_data_ptr<double>()); break;
+    default: {
+      const bool integral = at::isIntegralType(t.scalar_type(), false);
+      const at::Tensor c = t.to(integral ? at::kLong : at::kDouble).contiguous();
+      if (integral) read(c.const_data_ptr<int64_t>());
+      else read(c.const_data_ptr<double>());
+    }
+  }
+  return out;
+}
+
 // A 1-D tensor of an integer dtype (not bool), as int64 values.
 std::vector<int64_t> int_values(const char* op, const char* name, const at::Tensor& t, const char* expected) {
   check_cpu(op, name, t);
-  TORCH_CHECK_TYPE(at::isIntegralType(t.scalar_type(), /*includeBool=*/false), "spec_verify.", op, ": ",
-                   name, " must have an integer dtype, got ", dtype_name(t.scalar_type()));
+  TORCH_CHECK_TYPE(at::isIntegralType(t.scalar_type(), /*includeBool=*/false), "spec_verify.", op, ": ", name,
+                   " must have an integer dtype, got ", dtype_name(t.scalar_type()));
   TORCH_CHECK_VALUE(t.dim() == 1, "spec_verify.", op, ": ", name, " must be 1-D ", expected, ", got shape ",
                     shape_of(t));
-  const at::Tensor values = t.to(at::kLong).contiguous();
-  const int64_t* data = values.data_ptr<int64_t>();
-  return std::vector<int64_t>(data, data + t.size(0));
+  return values_1d<int64_t>(t);
 }
 
 // Shapes, the running totals, the rows and the tokens of a batch (names: the rows' arguments).
@@ -698,15 +720,7 @@ std::vector<double> batch_param(const char* op, const char* name, const std::opt
                    " dtype, got ", dtype_name(dtype));
   TORCH_CHECK_VALUE(t->dim() == 1 && t->size(0) == batch, "spec_verify.", op, ": ", name,
                     " must have shape [B] = [", batch, "], one value per sequence, got ", shape_of(*t));
-  std::vector<double> values(static_cast<size_t>(batch));
-  if (integer) {  // int64 values kept exact through their double only for the range check below
-    const at::Tensor v = t->to(at::kLong).contiguous();
-    for (int64_t b = 0; b < batch; ++b) values[b] = static_cast<double>(v.data_ptr<int64_t>()[b]);
-  } else {
-    const at::Tensor v = t->to(at::kDouble).contiguous();
-    std::copy(v.data_ptr<double>(), v.data_ptr<double>() + batch, values.begin());
-  }
-  return values;
+  return values_1d<double>(*t);
 }
 
 // The per-sequence warping parameters, each checked by checked_params's rules; a message
@@ -720,8 +734,7 @@ void check_batch_params(const char* op, const std::optional<at::Tensor>& tempera
   std::vector<int64_t> k(static_cast<size_t>(a.batch), 0);
   if (top_k.has_value() && top_k->defined()) {
     batch_param(op, "top_k", top_k, a.batch, 0.0, true);  // dtype and shape
-    const at::Tensor v = top_k->to(at::kLong).contiguous();
-    std::copy(v.data_ptr<int64_t>(), v.data_ptr<int64_t>() + a.batch, k.begin());
+    k = values_1d<int64_t>(*top_k);
   }
   a.params.resize(static_cast<size_t>(a.batch));
   for (int64_t b = 0; b < a.batch; ++b) {
@@ -848,9 +861,11 @@ std::tuple<at::Tensor, at::Tensor> batch_result(const char* op, const RowNames& 
                                                 const std::optional<at::Generator>& generator,
                                                 const std::optional<c10::List<std::optional<at::Generator>>>& generators) {
   check_generators(op, generator, generators, a.batch);
+  // at::detail::empty_cpu: the allocation without a trip through the dispatcher, which
+  // would cost a small batch more than its rows.
   const auto options = at::TensorOptions().dtype(at::kLong);
-  at::Tensor out = at::empty({a.batch, a.width}, options);
-  at::Tensor accepted = at::empty({a.batch}, options);
+  at::Tensor out = at::detail::empty_cpu({a.batch, a.width}, options);
+  at::Tensor accepted = at::detail::empty_cpu({a.batch}, options);
   const sv::BatchFailure failure = draw_and_run(op, a, generator, generators, out.data_ptr<int64_t>(),
                                                 accepted.data_ptr<int64_t>());
   if (failure.sequence >= 0) {

@@ -733,6 +733,13 @@ del _f
 #
 # Both ops take vLLM's ragged layout; see `verify_batch`.
 
+_Generator = torch.Generator
+
+
+def _cpu_or_none(t) -> bool:
+    return t is None or (type(t) is _Tensor and t.is_cpu)
+
+
 def _per_sequence(op: str, name: str, value, batch: int, integer: bool):
     """A per-sequence parameter as the op takes it: None (the default for every sequence), a
     tensor (checked by the op), a list or tuple (a tensor made from it), or one number for
@@ -838,6 +845,15 @@ def verify_batch(
             message names the sequence and the row). A call that raises leaves every
             generator as it was.
     """
+    if (type(target_logits) is _Tensor and type(draft_tokens) is _Tensor and type(cu_num_draft_tokens) is _Tensor
+            and target_logits.is_cpu and draft_tokens.is_cpu and cu_num_draft_tokens.is_cpu
+            and draft_tokens.dtype is not _uint64 and cu_num_draft_tokens.dtype is not _uint64
+            and _cpu_or_none(draft_logits) and _cpu_or_none(temperature) and _cpu_or_none(top_k)
+            and _cpu_or_none(top_p) and _cpu_or_none(min_p) and generators is None and method == "token"
+            and (generator is None or type(generator) is _Generator)):
+        # The common case: tensors on the CPU, the op checks the rest.
+        return _verify_batch(target_logits, draft_tokens, cu_num_draft_tokens, draft_logits, temperature, top_k,
+                             top_p, min_p, method, generator, None)
     op = "verify_batch"
     draft_tokens, cu_num_draft_tokens, generators = _batch_args(
         op, draft_tokens, cu_num_draft_tokens, method, generator, generators, target_logits=target_logits,
@@ -890,6 +906,13 @@ def verify_batch_probs(
             or infinite value or zero mass. A call that raises leaves every generator as it
             was.
     """
+    if (type(target_probs) is _Tensor and type(draft_tokens) is _Tensor and type(cu_num_draft_tokens) is _Tensor
+            and target_probs.is_cpu and draft_tokens.is_cpu and cu_num_draft_tokens.is_cpu
+            and draft_tokens.dtype is not _uint64 and cu_num_draft_tokens.dtype is not _uint64
+            and _cpu_or_none(draft_probs) and _cpu_or_none(greedy) and generators is None and method == "token"
+            and (generator is None or type(generator) is _Generator)):
+        return _verify_batch_probs(target_probs, draft_tokens, cu_num_draft_tokens, draft_probs, greedy, method,
+                                   generator, None)
     op = "verify_batch_probs"
     if isinstance(greedy, (list, tuple)):
         for i, x in enumerate(greedy):
