@@ -12,6 +12,7 @@ What the tests hold the batch ops to:
 from __future__ import annotations
 
 import random
+import sys
 from dataclasses import dataclass
 from typing import List, Optional
 
@@ -521,6 +522,22 @@ def test_rows_after_the_deciding_one_are_never_read(sv):
     out, accepted = sv.verify_batch(target, tokens, cu, temperature=torch.tensor([0.0, 1.0]),
                                     generator=torch.Generator().manual_seed(0))
     assert accepted.tolist() == [0, 0] and out[0, 0] == target[0].argmax()
+
+
+def test_example_batch_loop_equals_the_decoder(sv):
+    """examples/batch_loop.py: several prompts, one verify_batch call per round, each with its
+    own generator; it raises unless every output equals SpeculativeDecoder.from_logits on
+    that request alone (and greedy ones plain greedy decoding)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "batch_loop.py"
+    spec = importlib.util.spec_from_file_location("batch_loop", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["batch_loop"] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    outputs = module.run(sv, verbose=False)
+    assert [len(s) - len(r.prompt) for s, r in zip(outputs, module.REQUESTS)] == [r.max_new for r in module.REQUESTS]
 
 
 # ---------------------------------------------------------------- torch integration
