@@ -201,6 +201,18 @@ def test_every_path_equals_single_sequence_ops(sv, isa):
         assert_rows(bt, out, accepted, expected(sv, bt, probs, "token", torch.Generator().manual_seed(5)))
 
 
+@pytest.mark.parametrize("probs", [False, True], ids=["logits", "probs"])
+def test_half_rows_equal_single_sequence_ops(sv, probs):
+    """bfloat16 target rows and float16 draft rows (Note [Half rows]): the batch equals the
+    single-sequence ops on the same half rows."""
+    for i, batch in enumerate([1, 9, 40]):
+        bt = random_batch(300 + i, batch, 1500, True, probs, strided=i == 1)
+        bt.target, bt.draft = bt.target.bfloat16(), bt.draft.half()
+        for method in ("token", "block"):
+            out, accepted = batched(sv, bt, probs, method, torch.Generator().manual_seed(i))
+            assert_rows(bt, out, accepted, expected(sv, bt, probs, method, torch.Generator().manual_seed(i)))
+
+
 def test_thread_counts_agree_on_a_large_batch(sv, threads):
     """A batch large enough to be cut into parts: 1, 2 and 3 threads give the same bits."""
     bt = random_batch(8, 64, 32000, True, False, max_k=5)
@@ -378,7 +390,7 @@ def form_cases(form):
          rf"{t} must have N \+ B = {N + B} rows \(N = {N} draft tokens, B = {B} sequences"),
         (dict(target=torch.cat([rows, rows[:1]])), ValueError, rf"{t} must have N \+ B = {N + B} rows"),
         (dict(target=rows[0]), ValueError, rf"{t} must be 2-D \[N \+ B, V\] with V >= 1"),
-        (dict(target=rows.double()), TypeError, rf"{t} must have dtype torch.float32"),
+        (dict(target=rows.double()), TypeError, rf"{t} must have dtype torch.float32, torch.float16 or torch.bfloat16, got torch.float64"),
         (dict(target=rows.to("meta")), ValueError, rf"{t} must be on the CPU"),
         (dict(draft=drows[:-1]), ValueError, rf"{d} must have N = {N} rows, one per draft token"),
         (dict(draft=drows[:, :-1]), ValueError, rf"{d} must have shape \[N, V\] = \[{N}, 20\], got \[{N}, 19\]"),
