@@ -1,7 +1,13 @@
 // Note [Ragged batches] (spec_verify.h): a batch of sequences, each verified by the
-// single-sequence round on its own rows. No threads are started here: run_batch runs on the
-// threads its caller gives it (the torch binding uses at::parallel_for).
+// single-sequence round on its own rows, on one thread or on a small pool of threads.
+#include <unistd.h>
+
 #include <algorithm>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include "spec_verify.h"
 
@@ -101,6 +107,100 @@ BatchFailure run_batch(const KernelTable& kt, const Batch& in, const double* uni
     if (f.sequence >= 0) return f;
   }
   return BatchFailure{};
+}
+
+namespace {
+
+// Note [Batch threads]
+// A pool of worker threads for run_batch_threads, created as they are first needed and
+// kept (parked on a condition variable) for the life of the process, so that a call pays a
+// wake-up, not a thread start. One job at a time: a call that finds the pool busy (another
+// thread's batch, or a batch inside a batch) runs inline instead of waiting. The pool is
+// never destroyed (workers may still be parked at exit), and a forked child, which has
+// none of the parent's workers, makes a new one.
+// Why not torch's own intra-op threads through at::parallel_for: in torch's OpenMP builds
+// (the CPU wheels) at::parallel_for is an inline `#pragma omp parallel` in torch's headers,
+// which runs on one thread unless the extension itself is compiled with -fopenmp, and that
+// would put a second OpenMP runtime beside torch's and need flags that every build of the
+// kernel (kernel-builder included) would have to carry. The caller sizes each job from
+// torch's thread setting (at::get_num_threads in the binding), so torch.set_num_threads
+// still decides.
+struct Pool {
+  std::mutex busy;  // held by the call that owns the pool for its job
+  std::mutex m;     // guards everything below
+  std::condition_variable start, done;
+  const std::function<void(int64_t)>* job = nullptr;
+  int64_t generation = 0;  // one more per job
+  int64_t wanted = 0;      // workers 1..wanted take part in the current job
+  int64_t remaining = 0;   // of them, those not finished yet
+  int64_t started = 0;     // workers started, numbered 1..started
+  pid_t pid = getpid();
+};
+
+void work(Pool* pool, int64_t index) {
+  std::unique_lock<std::mutex> lock(pool->m);
+  int64_t seen = 0;
+  for (;;) {
+    pool->start.wait(lock, [&] { return pool->generation != seen; });
+    seen = pool->generation;
+    if (index > pool->wanted) continue;
+    const std::function<void(int64_t)>* job = pool->job;
+    lock.unlock();
+    (*job)(index);
+    lock.lock();
+    if (--pool->remaining == 0) pool->done.notify_one();
+  }
+}
+
+Pool* the_pool() {
+  static std::mutex m;
+  static Pool* pool = nullptr;
+  std::lock_guard<std::mutex> lock(m);
+  if (pool == nullptr || pool->pid != getpid()) pool = new Pool;  // never freed: see the Note
+  return pool;
+}
+
+// Runs job(0) on this thread and job(1) .. job(threads - 1) on pool workers, returning when
+// all have; false, without running anything, if the pool is busy.
+bool run_on_threads(int64_t threads, const std::function<void(int64_t)>& job) {
+  Pool* pool = the_pool();
+  std::unique_lock<std::mutex> busy(pool->busy, std::try_to_lock);
+  if (!busy.owns_lock()) return false;
+  {
+    std::lock_guard<std::mutex> lock(pool->m);
+    while (pool->started < threads - 1) std::thread(work, pool, ++pool->started).detach();
+    pool->job = &job;
+    pool->wanted = pool->remaining = threads - 1;
+    ++pool->generation;
+  }
+  pool->start.notify_all();
+  job(0);
+  std::unique_lock<std::mutex> lock(pool->m);
+  pool->done.wait(lock, [&] { return pool->remaining == 0; });
+  return true;
+}
+
+}  // namespace
+
+BatchFailure run_batch_threads(const KernelTable& kt, const Batch& in, const double* uniforms,
+                               const int64_t* uniform_begin, int64_t width, int64_t* out,
+                               int64_t* num_accepted, int64_t threads) {
+  threads = std::min(threads, in.batch);
+  if (threads > 1) {
+    std::atomic<int64_t> next{0};
+    std::vector<BatchFailure> failures(static_cast<size_t>(threads));
+    const std::function<void(int64_t)> job = [&](int64_t t) {
+      failures[t] = run_batch(kt, in, uniforms, uniform_begin, width, out, num_accepted, &next);
+    };
+    if (run_on_threads(threads, job)) {
+      BatchFailure first;
+      for (const BatchFailure& f : failures) {
+        if (f.sequence >= 0 && (first.sequence < 0 || f.sequence < first.sequence)) first = f;
+      }
+      return first;
+    }
+  }
+  return run_batch(kt, in, uniforms, uniform_begin, width, out, num_accepted);
 }
 
 }  // namespace spec_verify

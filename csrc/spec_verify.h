@@ -365,4 +365,12 @@ BatchFailure run_batch(const KernelTable& kt, const Batch& in, const double* uni
                        const int64_t* uniform_begin, int64_t width, int64_t* out, int64_t* num_accepted,
                        std::atomic<int64_t>* next = nullptr);
 
+// run_batch on `threads` threads (at most B): this one and workers of a pool kept for the
+// process (Note [Batch threads] in batch.cpp), sharing one counter; the failure of the
+// lowest sequence over all of them. threads <= 1, or a pool busy with another call's batch:
+// run_batch in order on this thread.
+BatchFailure run_batch_threads(const KernelTable& kt, const Batch& in, const double* uniforms,
+                               const int64_t* uniform_begin, int64_t width, int64_t* out,
+                               int64_t* num_accepted, int64_t threads);
+
 }  // namespace spec_verify

@@ -8,7 +8,6 @@
 #include <torch/library.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -779,30 +778,19 @@ void check_generators(const char* op, const std::optional<at::Generator>& genera
 }
 
 // Weighted elements (sv::batch_cost) worth waking a thread for: about eight argmax rows at
-// V = 32000, some 20 us, against a few us to wake a pool thread.
+// V = 32000, some 20 us, against a few us to wake a parked pool thread.
 constexpr int64_t kCostPerThread = int64_t{1} << 18;
 
-// The batch's sequences over torch's intra-op threads (torch.set_num_threads): as many as
-// the batch's cost is worth, each claiming the next sequence from a shared counter. One
-// thread runs the sequences in order inline, without the parallel machinery. Returns the
-// failure of the lowest sequence, the one a single thread would meet first.
+// The batch's sequences on as many threads as torch's setting allows (torch.set_num_threads)
+// and the batch's cost is worth, each claiming the next sequence from a shared counter
+// (sv::run_batch_threads; Note [Batch threads] in batch.cpp). Inside one of torch's parallel
+// regions, one thread. Returns the failure of the lowest sequence, the one a single thread
+// would meet first.
 sv::BatchFailure run_batch_threads(const sv::KernelTable& kt, const sv::Batch& in, const double* uniforms,
                                    const int64_t* uniform_begin, int64_t width, int64_t* out, int64_t* accepted) {
   int64_t threads = at::in_parallel_region() ? 1 : std::min<int64_t>(at::get_num_threads(), in.batch);
   if (threads > 1) threads = std::min(threads, std::max<int64_t>(1, sv::batch_cost(in) / kCostPerThread));
-  if (threads <= 1) return sv::run_batch(kt, in, uniforms, uniform_begin, width, out, accepted);
-  std::atomic<int64_t> next{0};
-  std::vector<sv::BatchFailure> failures(static_cast<size_t>(threads));
-  at::parallel_for(0, threads, 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t t = lo; t < hi; ++t) {
-      failures[t] = sv::run_batch(kt, in, uniforms, uniform_begin, width, out, accepted, &next);
-    }
-  });
-  sv::BatchFailure first;
-  for (const sv::BatchFailure& f : failures) {
-    if (f.sequence >= 0 && (first.sequence < 0 || f.sequence < first.sequence)) first = f;
-  }
-  return first;
+  return sv::run_batch_threads(kt, in, uniforms, uniform_begin, width, out, accepted, threads);
 }
 
 // Draws every sampled sequence's K_b + 1 uniforms, in batch order, each from its generator

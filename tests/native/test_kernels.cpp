@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -18,7 +17,6 @@
 #include <limits>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "exp_f32.h"
@@ -1017,8 +1015,8 @@ void tree_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int co
 // Note [Ragged batches]: run_batch on random ragged batches (mixed greedy and sampled
 // sequences, K_b from 0 to 6, probability and logits rows, with and without draft rows,
 // both methods) equals the single-sequence rounds on each sequence's rows with the same
-// uniforms, in order on one thread and shared among three threads through the counter;
-// with malformed rows in two sequences, both report the lower one.
+// uniforms, on one thread and on three (the pool of Note [Batch threads]); with malformed
+// rows in two sequences, both report the lower one.
 void batch_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int rounds, int64_t vocab) {
   for (int r = 0; r < rounds; ++r) {
     const int64_t batch = 1 + rng.below(24);
@@ -1085,20 +1083,10 @@ void batch_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int r
       check(same, std::string(kt->name) + " " + buf + ": single rounds succeed");
       for (int threads : {1, 3}) {
         std::vector<int64_t> out(batch * width, 7), accepted(batch, -7);
-        std::atomic<int64_t> next{0};
-        std::vector<sv::BatchFailure> failures(threads);
-        if (threads == 1) {
-          failures[0] = sv::run_batch(*kt, in, u.data(), begin.data(), width, out.data(), accepted.data());
-        } else {
-          std::vector<std::thread> pool;
-          for (int t = 0; t < threads; ++t)
-            pool.emplace_back([&, t] {
-              failures[t] = sv::run_batch(*kt, in, u.data(), begin.data(), width, out.data(), accepted.data(), &next);
-            });
-          for (std::thread& t : pool) t.join();
-        }
-        bool ok = out == want && accepted == want_n;
-        for (const sv::BatchFailure& f : failures) ok &= f.sequence < 0;
+        // run_batch_threads: the caller and pool workers (Note [Batch threads]).
+        const sv::BatchFailure f =
+            sv::run_batch_threads(*kt, in, u.data(), begin.data(), width, out.data(), accepted.data(), threads);
+        const bool ok = out == want && accepted == want_n && f.sequence < 0;
         check(ok, std::string(kt->name) + " " + buf + ", " + std::to_string(threads) + " thread(s): the single rounds");
       }
       // NaN in the first target row of two sequences, which every sequence reads.
@@ -1110,18 +1098,8 @@ void batch_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int r
         in_bad.target = sv::Rows{bad.data(), vocab};
         for (int threads : {1, 3}) {
           std::vector<int64_t> out(batch * width), accepted(batch);
-          std::atomic<int64_t> next{0};
-          std::vector<sv::BatchFailure> failures(threads);
-          std::vector<std::thread> pool;
-          for (int t = 0; t < threads; ++t)
-            pool.emplace_back([&, t] {
-              failures[t] = sv::run_batch(*kt, in_bad, u.data(), begin.data(), width, out.data(), accepted.data(),
-                                          threads == 1 ? nullptr : &next);
-            });
-          for (std::thread& t : pool) t.join();
-          int64_t first = -1;
-          for (const sv::BatchFailure& f : failures)
-            if (f.sequence >= 0 && (first < 0 || f.sequence < first)) first = f.sequence;
+          const int64_t first = sv::run_batch_threads(*kt, in_bad, u.data(), begin.data(), width, out.data(),
+                                                      accepted.data(), threads).sequence;
           check(first == lo, std::string(kt->name) + " " + buf + ", " + std::to_string(threads) +
                                  " thread(s): the lower malformed sequence is reported");
         }
