@@ -9,7 +9,7 @@ accept_logits, accept_logits_with_uniforms  accept on the warped rows of target 
 verify_tree, verify_tree_probs (+ _with_uniforms)  tree drafts: several candidate branches
                     verified in one call, greedy or exactly sampled.
 verify_batch, verify_batch_probs  a ragged batch of sequences (vLLM's layout) in one call,
-                    over torch's threads, each result that of the single-sequence op.
+                    on torch.set_num_threads threads, each result that of the single-sequence op.
 SpeculativeDecoder  the draft/verify loop over user callbacks (or, from_logits, over two
                     logits functions); DecodeStats its statistics. from_tree and
                     from_tree_logits: rounds that verify trees (TreeDecodeStats).
