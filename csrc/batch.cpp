@@ -3,7 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <condition_variable>
+#include <atomic>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -112,12 +112,17 @@ BatchFailure run_batch(const KernelTable& kt, const Batch& in, const double* uni
 namespace {
 
 // Note [Batch threads]
-// A pool of worker threads for run_batch_threads, created as they are first needed and
-// kept (parked on a condition variable) for the life of the process, so that a call pays a
-// wake-up, not a thread start. One job at a time: a call that finds the pool busy (another
-// thread's batch, or a batch inside a batch) runs inline instead of waiting. The pool is
-// never destroyed (workers may still be parked at exit), and a forked child, which has
-// none of the parent's workers, makes a new one.
+// A pool of worker threads for run_batch_threads, started as they are first needed and
+// kept, parked, for the life of the process, so that a call pays a wake-up, not a thread
+// start. Every worker takes part in every job (those beyond the threads asked for do
+// nothing), so no worker ever has to decide whether a job is for it. One job at a time: a
+// call that finds the pool busy (another thread's batch, or a batch inside a batch) runs
+// inline instead of waiting. The pool is never destroyed (workers are still parked at exit),
+// and a forked child, which has none of the parent's workers, makes a new one.
+// Workers park on C++20 atomic waits (a futex, inline in libstdc++'s headers), not on a
+// std::condition_variable or a mutex's try_lock, whose GCC 12 and glibc 2.34 symbol
+// versions (GLIBCXX_3.4.30, GLIBC_2.34) lie beyond the manylinux_2_28 floor (README,
+// "Build notes").
 // Why not torch's own intra-op threads through at::parallel_for: in torch's OpenMP builds
 // (the CPU wheels) at::parallel_for is an inline `#pragma omp parallel` in torch's headers,
 // which runs on one thread unless the extension itself is compiled with -fopenmp, and that
@@ -126,29 +131,23 @@ namespace {
 // torch's thread setting (at::get_num_threads in the binding), so torch.set_num_threads
 // still decides.
 struct Pool {
-  std::mutex busy;  // held by the call that owns the pool for its job
-  std::mutex m;     // guards everything below
-  std::condition_variable start, done;
-  const std::function<void(int64_t)>* job = nullptr;
-  int64_t generation = 0;  // one more per job
-  int64_t wanted = 0;      // workers 1..wanted take part in the current job
-  int64_t remaining = 0;   // of them, those not finished yet
-  int64_t started = 0;     // workers started, numbered 1..started
+  std::atomic<bool> busy{false};         // set by the call that owns the pool for its job
+  std::atomic<int64_t> generation{0};    // one more per job: wakes the workers
+  std::atomic<int64_t> remaining{0};     // workers not finished with the current job
+  const std::function<void(int64_t)>* job = nullptr;  // published by `generation`
+  int64_t threads = 0;                   // of the current job, the caller included
+  int64_t started = 0;                   // workers, numbered 1..started (owner only)
   pid_t pid = getpid();
 };
 
-void work(Pool* pool, int64_t index) {
-  std::unique_lock<std::mutex> lock(pool->m);
-  int64_t seen = 0;
+void work(Pool* pool, int64_t index, int64_t seen) {
   for (;;) {
-    pool->start.wait(lock, [&] { return pool->generation != seen; });
-    seen = pool->generation;
-    if (index > pool->wanted) continue;
-    const std::function<void(int64_t)>* job = pool->job;
-    lock.unlock();
-    (*job)(index);
-    lock.lock();
-    if (--pool->remaining == 0) pool->done.notify_one();
+    pool->generation.wait(seen, std::memory_order_acquire);
+    const int64_t now = pool->generation.load(std::memory_order_acquire);
+    if (now == seen) continue;  // woken for nothing
+    seen = now;
+    if (index < pool->threads) (*pool->job)(index);
+    if (pool->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) pool->remaining.notify_one();
   }
 }
 
@@ -164,19 +163,20 @@ Pool* the_pool() {
 // all have; false, without running anything, if the pool is busy.
 bool run_on_threads(int64_t threads, const std::function<void(int64_t)>& job) {
   Pool* pool = the_pool();
-  std::unique_lock<std::mutex> busy(pool->busy, std::try_to_lock);
-  if (!busy.owns_lock()) return false;
-  {
-    std::lock_guard<std::mutex> lock(pool->m);
-    while (pool->started < threads - 1) std::thread(work, pool, ++pool->started).detach();
-    pool->job = &job;
-    pool->wanted = pool->remaining = threads - 1;
-    ++pool->generation;
-  }
-  pool->start.notify_all();
+  bool idle = false;
+  if (!pool->busy.compare_exchange_strong(idle, true, std::memory_order_acquire)) return false;
+  const int64_t generation = pool->generation.load(std::memory_order_relaxed);
+  while (pool->started < threads - 1) std::thread(work, pool, ++pool->started, generation).detach();
+  pool->job = &job;
+  pool->threads = threads;
+  pool->remaining.store(pool->started, std::memory_order_relaxed);
+  pool->generation.store(generation + 1, std::memory_order_release);
+  pool->generation.notify_all();
   job(0);
-  std::unique_lock<std::mutex> lock(pool->m);
-  pool->done.wait(lock, [&] { return pool->remaining == 0; });
+  for (int64_t left; (left = pool->remaining.load(std::memory_order_acquire)) != 0;) {
+    pool->remaining.wait(left, std::memory_order_acquire);
+  }
+  pool->busy.store(false, std::memory_order_release);
   return true;
 }
 
