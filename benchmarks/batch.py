@@ -78,7 +78,7 @@ def make_batch(sv, batch: int, vocab: int, k: int, kind: str, seed: int):
         target[t0 + k] = torch.randn(vocab, generator=g) * 3
     greedy = torch.tensor([kind == "greedy" or (kind == "mixed" and b % 2 == 0) for b in range(batch)])
     temperature = torch.where(greedy, 0.0, TEMPERATURE)
-    top_p = torch.full((batch,), TOP_P)
+    top_p = torch.full((batch,), TOP_P, dtype=torch.float64)  # the loop passes the same 0.9
     tokens = torch.empty(n, dtype=torch.int64)
     for b in range(batch):
         rows = draft[b * k:(b + 1) * k]
