@@ -769,3 +769,17 @@ def test_sampling_with_one_hot_drafts_and_variable_proposals(sv, method):
                                             draft_step=step, method=method)
     out = dec.generate([4], max_new=100)
     assert len(out) == 101 and 0 < dec.stats.acceptance_rate < 1
+
+
+def test_numpy_bools_where_bools_go(sv):
+    """greedy=np.bool_(True) is greedy=True (NumPy bools come from configs read with
+    NumPy); a NumPy integer is not a bool, and the message names its NumPy type."""
+    np = pytest.importorskip("numpy")
+    target, draft = pair()
+    prompt = [1, 2]
+    want = sv.SpeculativeDecoder(draft.greedy_draft, target.target_rows, k=3, greedy=True).generate(prompt, max_new=20)
+    got = sv.SpeculativeDecoder(draft.greedy_draft, target.target_rows, k=3, greedy=np.bool_(True)).generate(
+        prompt, max_new=20)
+    assert got == want
+    with pytest.raises(TypeError, match=r"^greedy must be a bool, got numpy\.int64$"):
+        sv.SpeculativeDecoder(draft.greedy_draft, target.target_rows, k=3, greedy=np.int64(1))

@@ -53,6 +53,18 @@ def _kind(x) -> str:
     return f"a {type(x).__name__}"
 
 
+def _flag(value, what: str) -> bool:
+    """`value` as a bool: a bool, or a NumPy bool scalar (as transformers users pass them);
+    anything else is a TypeError naming `what` and the type with its module."""
+    if type(value) is bool:
+        return value
+    t = type(value)
+    if t.__module__ == "numpy" and t.__name__ in ("bool_", "bool"):
+        return bool(value)
+    name = t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__name__}"
+    raise TypeError(f"{what} must be a bool, got {name}")
+
+
 def _index(value, what: str) -> int:
     """`value` as a Python int, with `operator.index` semantics (ints, NumPy integer scalars,
     0-d integer tensors); a bool is a TypeError. `what` names the argument in messages."""

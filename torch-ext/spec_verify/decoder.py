@@ -48,7 +48,7 @@ from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 
-from ._api import (_index, _int_list, _kind, _sample, _token_tensor, _warp_params, accept, accept_logits,
+from ._api import (_flag, _index, _int_list, _kind, _sample, _token_tensor, _warp_params, accept, accept_logits,
                    verify_greedy)
 
 DraftStep = Callable[[List[int], int], Tuple[torch.Tensor, Optional[torch.Tensor]]]
@@ -434,8 +434,7 @@ class SpeculativeDecoder:
             if not callable(f):
                 raise TypeError(f"{name} must be callable, got {type(f).__name__}")
         k = _count(k, "k", self.MAX_K)
-        if not isinstance(greedy, bool):
-            raise TypeError(f"greedy must be a bool, got {type(greedy).__name__}")
+        greedy = _flag(greedy, "greedy")
         if generator is not None and not isinstance(generator, torch.Generator):
             raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
         method = _method("SpeculativeDecoder", method)

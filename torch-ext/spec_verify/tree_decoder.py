@@ -33,7 +33,7 @@ from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 
-from ._api import _index, _kind, _token_tensor, _warp_params, verify_tree, verify_tree_probs
+from ._api import _flag, _index, _kind, _token_tensor, _warp_params, verify_tree, verify_tree_probs
 from .decoder import SpeculativeDecoder, _RateStats, _count, _now, _stop_set
 
 DraftTree = Callable[[List[int]], Tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]]
@@ -358,8 +358,7 @@ class TreeDecoder(SpeculativeDecoder):
 
 
 def from_tree(draft_tree, target_tree_step, *, greedy, generator, verifier):
-    if not isinstance(greedy, bool):
-        raise TypeError(f"SpeculativeDecoder.from_tree: greedy must be a bool, got {type(greedy).__name__}")
+    greedy = _flag(greedy, "SpeculativeDecoder.from_tree: greedy")
     return TreeDecoder(draft_tree, target_tree_step, greedy=greedy, generator=generator, verifier=verifier,
                        what="SpeculativeDecoder.from_tree")
 
