@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAGE := scripts/stage.sh
 export LOCAL_KERNELS := phanerozoic/spec-verify=$(CURDIR)/build
 
-.PHONY: setup build demo test test-fast native insn-budget pytest aarch64-env cross-build aarch64 abi variants-build variants hub bench clean \
+.PHONY: setup build demo test test-fast native insn-budget pytest emulated-env cross-build emulated abi variants-build variants hub bench clean \
 	llama-env llama bench-llama
 
 setup: $(VENV)/.requirements-installed
@@ -28,7 +28,8 @@ pytest: build
 test-fast: build
 	@$(STAGE) test-fast $(PY) -m pytest -q -m "not slow" tests --ignore=tests/llama
 
-# The core's own tests: every path bit for bit, natively and under aarch64 emulation.
+# The core's own tests: every path bit for bit, natively and under emulation of the other
+# architecture (aarch64 on an x86-64 host, x86-64 on an aarch64 one: scripts/arch.sh).
 native:
 	@$(STAGE) native scripts/native_tests.sh
 
@@ -36,28 +37,29 @@ native:
 insn-budget: setup
 	@$(STAGE) insn-budget $(PY) scripts/insn_budget.py
 
-# The aarch64 variant: cross-built against the aarch64 torch wheel, loaded through `kernels`
-# in an emulated aarch64 Python and tested there, down to identical results with x86-64.
-aarch64-env:
-	@$(STAGE) aarch64-env scripts/aarch64_tests.sh env
+# The other architecture's variant: cross-built against its torch wheel, loaded through
+# `kernels` in an emulated Python of that architecture and tested there, down to identical
+# results with this machine's (scripts/emulated_tests.sh).
+emulated-env:
+	@$(STAGE) emulated-env scripts/emulated_tests.sh env
 
-cross-build: setup aarch64-env
-	@PY=$(PY) $(STAGE) cross-build scripts/aarch64_tests.sh build
+cross-build: setup emulated-env
+	@PY=$(PY) $(STAGE) cross-build scripts/emulated_tests.sh build
 
-aarch64: build cross-build
-	@PY=$(PY) $(STAGE) aarch64 scripts/aarch64_tests.sh test
+emulated: build cross-build
+	@PY=$(PY) $(STAGE) emulated scripts/emulated_tests.sh test
 
 # Every variant in build/ (both arches) against manylinux_2_28 and the Python 3.9 ABI, with
 # kernel-builder's checker; also its exports, metadata.json and _ops.py (scripts/abi_check.py).
 abi: build cross-build
 	@$(STAGE) abi $(PY) scripts/abi_check.py
 
-test: native insn-budget pytest aarch64 abi
+test: native insn-budget pytest emulated abi
 
 # The release variants besides `make build`'s: torch 2.12 (x86-64, aarch64) and 2.13 (aarch64),
 # each built against its PyPI wheel; the x86-64 torch 2.12 one tested under torch 2.12 in its own
 # venv (scripts/variants.sh). About 6 min and 6 GB of downloads cold (cached); not in `make test`.
-variants-build: setup aarch64-env
+variants-build: setup emulated-env
 	@PY=$(PY) $(STAGE) variants-build scripts/variants.sh build
 
 variants: build variants-build

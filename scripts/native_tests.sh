@@ -1,23 +1,33 @@
 #!/usr/bin/env bash
 # The core's native tests (tests/native/test_kernels.cpp): built with the kernel files'
-# flags, run natively (every x86-64 path), then cross-built for aarch64 and run under qemu
-# as a Cortex-A72 (armv8.0, a Raspberry Pi 4: any newer instruction traps) and a
-# Neoverse-N1 (armv8.2, like a Pi 5's Cortex-A76).
+# flags and run on this machine (every path its CPU has), then cross-built for the other
+# architecture (scripts/arch.sh) and run under qemu on each of its emulated cores:
+# aarch64 as a Cortex-A72 (armv8.0, a Raspberry Pi 4: any newer instruction traps) and a
+# Neoverse-N1 (armv8.2, like a Pi 5's Cortex-A76); x86-64 as qemu64 (SSE2 only: the
+# scalar path) and max (AVX2; qemu 7.2 has no AVX-512).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/arch.sh
 out=build/native
 mkdir -p "$out"
 flags=(-std=c++20 -O3 -ffp-contract=off -Wall -Wextra -Icsrc)
 sources=(tests/native/test_kernels.cpp csrc/*.cpp)
 
-echo "-- native ($(uname -m))"
-g++ "${flags[@]}" "${sources[@]}" -o "$out/test_kernels"
+echo "-- native ($NATIVE_ARCH)"
+# shellcheck disable=SC2046
+"$(cxx_for "$NATIVE_ARCH")" "${flags[@]}" $(march_flags "$NATIVE_ARCH") "${sources[@]}" -o "$out/test_kernels"
 "$out/test_kernels"
 
-scripts/ensure_apt.sh g++-aarch64-linux-gnu qemu-user
-echo "-- aarch64 under qemu"
-aarch64-linux-gnu-g++ "${flags[@]}" -march=armv8-a -static "${sources[@]}" -o "$out/test_kernels_aarch64"
-for cpu in cortex-a72 neoverse-n1; do
-  echo "qemu-aarch64 -cpu $cpu"
-  qemu-aarch64 -cpu "$cpu" "$out/test_kernels_aarch64" --quick
+arch=$EMULATED_ARCH
+if [[ $arch != "$NATIVE_ARCH" ]]; then
+  scripts/ensure_apt.sh "$(cxx_package_for "$arch")" qemu-user
+else
+  scripts/ensure_apt.sh qemu-user
+fi
+echo "-- $arch under qemu"
+# shellcheck disable=SC2046
+"$(cxx_for "$arch")" "${flags[@]}" $(march_flags "$arch") -static "${sources[@]}" -o "$out/test_kernels_$arch"
+for cpu in $(qemu_cpus_for "$arch"); do
+  echo "$(qemu_for "$arch") -cpu $cpu"
+  "$(qemu_for "$arch")" -cpu "$cpu" "$out/test_kernels_$arch" --quick
 done
