@@ -15,6 +15,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/arch.sh
 PY=${PY:-.venv/bin/python}
+# emulated_python.sh downloads with pip, which a Debian system python3 may lack; the venv has it.
+export HOST_PYTHON=${HOST_PYTHON:-$PY}
 export LOCAL_KERNELS="phanerozoic/spec-verify=$PWD/build"
 # The tests check which path is chosen by default, so a forced one must not leak in.
 unset SPEC_VERIFY_ISA

@@ -7,6 +7,11 @@ for pkg in "$@"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+  echo "spec-verify needs the Debian packages ${missing[*]}; as root run:" >&2
+  echo "  apt-get install ${missing[*]}" >&2
+  exit 1
+fi
 echo "installing ${missing[*]} (apt-get)" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq

@@ -3,7 +3,12 @@
 set -euo pipefail
 venv=$1 requirements=$2
 python=$(command -v python3.11 || command -v python3)
-[ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+if [ ! -x "$venv/bin/python" ]; then
+  # Debian keeps venv's pip bootstrap in a package of its own (python3-venv).
+  "$python" -c "import ensurepip" 2>/dev/null ||
+    "$(dirname "$0")/ensure_apt.sh" "python$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')-venv"
+  "$python" -m venv "$venv"
+fi
 log=$(mktemp)
 # requirements.txt pins the x86-64 torch; an aarch64 host gets its own (scripts/arch.sh says
 # which and why), every other requirement as written.
