@@ -76,12 +76,12 @@ aarch64_py_include() {
   local key value
   while IFS='=' read -r key value; do
     [[ $key == PY_INCLUDE ]] && { echo "$value"; return; }
-  done < <(scripts/aarch64_python.sh path)
+  done < <(scripts/emulated_python.sh aarch64 path)
 }
 
 build() {
   local v version arch torch_dir
-  # Like aarch64_tests.sh: cross-building needs the x86-64 host's aarch64 Python sysroot.
+  # Cross-building needs the x86-64 host's emulated aarch64 Python sysroot (emulated_python.sh).
   [[ $(uname -m) == x86_64 ]] || { log "skipped on $(uname -m): the variants are built from x86-64"; return 0; }
   for v in "${VARIANTS[@]}"; do
     read -r version arch <<<"$v"
