@@ -247,6 +247,81 @@ SPEC_VERIFY_AVX2_KERNEL void f32_residual_store__avx2(const float* p, const floa
   *mass = blocked_mass<ScaledLanes>(values, n, block_mass);
 }
 
+// Note [Bounded sampling]: block_sums_f32_from's scheme (blocked_mass.h), 16 lanes as two
+// vectors of 8 per accumulator.
+template <class Source>
+SPEC_VERIFY_AVX2 inline __attribute__((always_inline)) void block_sums_f32_avx2(Source& source, int64_t n,
+                                                                                  double* block_sum) {
+  for (int64_t b = 0, begin = 0; begin < n; ++b, begin += kMassBlock) {
+    const int64_t end = n - begin < kMassBlock ? n : begin + kMassBlock;
+    const int64_t body_end = end - (end - begin) % kLanes;
+    __m256 acc[4][2];
+    for (auto& a : acc) a[0] = a[1] = _mm256_setzero_ps();
+    int64_t v = begin;
+    for (; v + 64 <= body_end; v += 64) {
+      for (int k = 0; k < 4; ++k) {
+        acc[k][0] = _mm256_add_ps(acc[k][0], source.load8(v + 16 * k));
+        acc[k][1] = _mm256_add_ps(acc[k][1], source.load8(v + 16 * k + 8));
+      }
+    }
+    for (int k = 0; v < body_end; v += kLanes, ++k) {
+      acc[k][0] = _mm256_add_ps(acc[k][0], source.load8(v));
+      acc[k][1] = _mm256_add_ps(acc[k][1], source.load8(v + 8));
+    }
+    const __m256 s0 = _mm256_add_ps(_mm256_add_ps(acc[0][0], acc[1][0]), _mm256_add_ps(acc[2][0], acc[3][0]));
+    const __m256 s1 = _mm256_add_ps(_mm256_add_ps(acc[0][1], acc[1][1]), _mm256_add_ps(acc[2][1], acc[3][1]));
+    const __m256d w = _mm256_add_pd(_mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(s0)),
+                                                  _mm256_cvtps_pd(_mm256_extractf128_ps(s0, 1))),
+                              _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(s1)),
+                                            _mm256_cvtps_pd(_mm256_extractf128_ps(s1, 1))));
+    const __m128d two = _mm_add_pd(_mm256_castpd256_pd128(w), _mm256_extractf128_pd(w, 1));
+    double sum = _mm_cvtsd_f64(_mm_add_sd(two, _mm_unpackhi_pd(two, two)));
+    for (v = body_end; v < end; ++v) sum += static_cast<double>(source.at(v));
+    block_sum[b] = sum;
+  }
+}
+
+// The row's values, every sign bit or-ed into `signs`; a positive NaN or infinity makes
+// the sums non-finite, which the caller checks.
+struct RowF32Values {
+  const float* row;
+  __m256i signs;
+  bool tail_sign;
+  SPEC_VERIFY_AVX2 __m256 load8(int64_t v) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + v));
+    signs = _mm256_or_si256(signs, x);
+    return _mm256_castsi256_ps(x);
+  }
+  float at(int64_t v) {
+    tail_sign |= std::signbit(row[v]);
+    return row[v];
+  }
+};
+
+SPEC_VERIFY_AVX2_KERNEL bool f32_row_block_sums__avx2(const float* row, int64_t n, double* block_sum) {
+  RowF32Values source{row, _mm256_setzero_si256(), false};
+  block_sums_f32_avx2(source, n, block_sum);
+  return !source.tail_sign && _mm256_movemask_ps(_mm256_castsi256_ps(source.signs)) == 0;
+}
+
+struct ResidualF32Values {
+  const float* p;
+  const float* q;
+  __m256 va, vb;
+  float a, b;
+  SPEC_VERIFY_AVX2 __m256 load8(int64_t v) const {
+    const __m256 d = _mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(p + v), va), _mm256_mul_ps(_mm256_loadu_ps(q + v), vb));
+    return _mm256_castsi256_ps(_mm256_max_epi32(_mm256_castps_si256(d), _mm256_setzero_si256()));
+  }
+  float at(int64_t v) const { return residual_value(p[v], q[v], a, b); }
+};
+
+SPEC_VERIFY_AVX2_KERNEL void f32_residual_block_sums__avx2(const float* p, const float* q, float a, float b,
+                                                           int64_t n, double* block_sum) {
+  ResidualF32Values source{p, q, _mm256_set1_ps(a), _mm256_set1_ps(b), a, b};
+  block_sums_f32_avx2(source, n, block_sum);
+}
+
 // Note [One exp], 8 lanes.
 struct Avx2Ops {
   using F = __m256;
@@ -385,7 +460,8 @@ const KernelTable* avx2_kernels() {
                                  f32_row_mass_pair__avx2, f32_residual_mass__avx2,
                                  f32_row_weights__avx2, f32_keep_at_least__avx2,
                                  f32_gather_at_least__avx2, f32_residual_store__avx2, f32_row_sum_f32__avx2,
-                                 f16_widen__avx2, bf16_widen__avx2};
+                                 f16_widen__avx2, bf16_widen__avx2, f32_row_block_sums__avx2,
+                                 f32_residual_block_sums__avx2};
   // Every CPU with AVX2 has F16C too; both are checked all the same.
   static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
   return supported ? &table : nullptr;

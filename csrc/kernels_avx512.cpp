@@ -24,10 +24,11 @@
 #include <cstdint>
 #include <limits>
 
-// GCC 12's avx512fintrin.h passes _mm512_undefined_epi32() as the unused source of the
+// GCC 12's avx512fintrin.h passes _mm512_undefined_epi32() (and _pd) as the unused source of the
 // masked builtins behind plain intrinsics; once inlined, -Wmaybe-uninitialized reports it.
 // Nothing reads that value.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 // flatten: the shared drivers and the lane arithmetic are inlined into each kernel.
 #define SPEC_VERIFY_AVX512 __attribute__((target("avx512f")))
@@ -277,6 +278,82 @@ SPEC_VERIFY_AVX512 bool f32_row_sum_f32__avx512(const float* row, int64_t n, flo
   return std::isfinite(s);
 }
 
+// Note [Bounded sampling]: the scheme of block_sums_f32_from (blocked_mass.h) in vectors:
+// group g of a block into accumulator g % 4 (its first group taken as it is, which is
+// +0.0 + x up to the sign of a zero), the accumulators added as (0 + 1) + (2 + 3), the 16
+// lanes widened and summed in float64 with the block's tail. Nothing is widened per value.
+template <class Source>
+SPEC_VERIFY_AVX512 SPEC_VERIFY_INLINE void block_sums_f32_avx512(Source& source, int64_t n, double* block_sum) {
+  int64_t b = 0, begin = 0;
+  for (; n - begin >= kMassBlock; ++b, begin += kMassBlock) {
+    __m512 a0 = source.load16(begin), a1 = source.load16(begin + 16);
+    __m512 a2 = source.load16(begin + 32), a3 = source.load16(begin + 48);
+    for (int64_t g = 64; g < kMassBlock; g += 64) {
+      a0 = _mm512_add_ps(a0, source.load16(begin + g));
+      a1 = _mm512_add_ps(a1, source.load16(begin + g + 16));
+      a2 = _mm512_add_ps(a2, source.load16(begin + g + 32));
+      a3 = _mm512_add_ps(a3, source.load16(begin + g + 48));
+    }
+    const __m512 s = _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3));
+    const __m512d wide = _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(s)),
+                                       _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1))));
+    block_sum[b] = _mm512_reduce_add_pd(wide);
+  }
+  if (begin < n) {
+    const int64_t body_end = n - (n - begin) % kLanes;
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int64_t v = begin, g = 0; v < body_end; v += kLanes, ++g) acc[g % 4] = _mm512_add_ps(acc[g % 4], source.load16(v));
+    const __m512 s = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
+    const __m512d wide = _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(s)),
+                                       _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1))));
+    double sum = _mm512_reduce_add_pd(wide);
+    for (int64_t v = body_end; v < n; ++v) sum += static_cast<double>(source.at(v));
+    block_sum[b] = sum;
+  }
+}
+
+// The row's values; every sign bit seen is or-ed into `signs` (three inputs per vpternlogd
+// would do; one per value vector here). A positive NaN or infinity makes its block sum,
+// and so the total, non-finite, which the caller checks.
+struct RowF32Values {
+  const float* row;
+  __m512i signs;
+  bool tail_sign;
+  SPEC_VERIFY_AVX512 SPEC_VERIFY_INLINE __m512 load16(int64_t v) {
+    const __m512i x = _mm512_loadu_si512(row + v);
+    signs = _mm512_or_si512(signs, x);
+    return _mm512_castsi512_ps(x);
+  }
+  SPEC_VERIFY_AVX512 float at(int64_t v) {
+    tail_sign |= std::signbit(row[v]);
+    return row[v];
+  }
+};
+
+SPEC_VERIFY_AVX512_KERNEL bool f32_row_block_sums__avx512(const float* row, int64_t n, double* block_sum) {
+  RowF32Values source{row, _mm512_setzero_si512(), false};
+  block_sums_f32_avx512(source, n, block_sum);
+  return !source.tail_sign && _mm512_cmplt_epi32_mask(source.signs, _mm512_setzero_si512()) == 0;
+}
+
+struct ResidualF32Values {
+  const float* p;
+  const float* q;
+  __m512 va, vb;
+  float a, b;
+  SPEC_VERIFY_AVX512 SPEC_VERIFY_INLINE __m512 load16(int64_t v) const {
+    const __m512 d = _mm512_sub_ps(_mm512_mul_ps(_mm512_loadu_ps(p + v), va), _mm512_mul_ps(_mm512_loadu_ps(q + v), vb));
+    return _mm512_castsi512_ps(_mm512_max_epi32(_mm512_castps_si512(d), _mm512_setzero_si512()));
+  }
+  float at(int64_t v) const { return residual_value(p[v], q[v], a, b); }
+};
+
+SPEC_VERIFY_AVX512_KERNEL void f32_residual_block_sums__avx512(const float* p, const float* q, float a, float b,
+                                                               int64_t n, double* block_sum) {
+  ResidualF32Values source{p, q, _mm512_set1_ps(a), _mm512_set1_ps(b), a, b};
+  block_sums_f32_avx512(source, n, block_sum);
+}
+
 // Note [Half rows], sixteen at a time: vcvtph2ps (AVX-512F), and bfloat16 zero-extended and
 // shifted into the top half.
 SPEC_VERIFY_AVX512 void f16_widen__avx512(const uint16_t* h, int64_t n, float* out) {
@@ -317,7 +394,8 @@ const KernelTable* avx512_kernels() {
                                  f32_row_mass_pair__avx512, f32_residual_mass__avx512,
                                  f32_row_weights__avx512, f32_keep_at_least__avx512,
                                  f32_gather_at_least__avx512, f32_residual_store__avx512, f32_row_sum_f32__avx512,
-                                 f16_widen__avx512, bf16_widen__avx512};
+                                 f16_widen__avx512, bf16_widen__avx512, f32_row_block_sums__avx512,
+                                 f32_residual_block_sums__avx512};
   static const bool supported = __builtin_cpu_supports("avx512f");
   return supported ? &table : nullptr;
 }

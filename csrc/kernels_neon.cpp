@@ -285,7 +285,8 @@ const KernelTable* neon_kernels() {
                                  /*row_mass_pair=*/nullptr, f32_residual_mass__neon,
                                  f32_row_weights__neon, f32_keep_at_least__neon,
                                  f32_gather_at_least__neon, f32_residual_store__neon, f32_row_sum_f32__neon,
-                                 f16_widen__neon, bf16_widen__neon};
+                                 f16_widen__neon, bf16_widen__neon, /*row_block_sums=*/nullptr,
+                                 /*residual_block_sums=*/nullptr};
   return &table;
 }
 

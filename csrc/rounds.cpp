@@ -135,6 +135,9 @@ Position* positions(int64_t vocab, bool warped) {
   return slots;
 }
 
+// Draws Note [Bounded sampling] left to the canonical masses, on this thread.
+thread_local int64_t t_bounded_fallbacks = 0;
+
 // w of Note [Mass bounds] for rows of n values (0: no bound).
 double mass_bound_width(int64_t n) {
   const double g = static_cast<double>(n - 1) * 0x1p-24;
@@ -175,6 +178,19 @@ struct ProbRows {
     const double pt = value_at(target.row(i), t);
     if (one_hot) return u * last_p < pt;
     return u * value_at(draft.row(i), t) * last_p < pt * last_q;
+  }
+
+  // Note [Bounded sampling]: a draw from target row i with uniform u from its float32 block
+  // sums (into p's block masses, which read_target overwrites), if certain; false means
+  // nothing (read the row exactly: that also reports a malformed row).
+  bool bounded_draw(int64_t i, double u, Side* p, int64_t* token) const {
+    const RowRef row = target.row(i);
+    if (kt.row_block_sums == nullptr || row.type != Elem::kF32) return false;
+    const float* x = static_cast<const float*>(row.data);
+    if (!kt.row_block_sums(x, vocab, p->blocks.data())) return false;
+    if (bounded_sample_index(p->blocks.data(), vocab, u, [x](int64_t v) { return x[v]; }, token)) return true;
+    ++t_bounded_fallbacks;
+    return false;
   }
 
   Outcome read_target(int64_t i, Side* p) const {
@@ -234,6 +250,8 @@ struct LogitRows {
   }
   // Warped rows have no cheaper bound than their weights pass.
   bool surely_accepted(int64_t, bool, int64_t, double, double*, double*) const { return false; }
+  // Their block masses come with the warp: nothing to save.
+  bool bounded_draw(int64_t, double, Side*, int64_t*) const { return false; }
   bool likely_accepted(int64_t, bool, int64_t, double, double, double) const { return false; }
 };
 
@@ -277,6 +295,30 @@ int64_t draw_residual(const Position& at, double u, int64_t vocab) {
                       [&at, a, b](int64_t v) { return residual_value(at.p.at(v), at.q.at(v), a, b); });
 }
 
+// The correction at a token-wise rejection at `at` (masses read, r = max(0, p Q - q P)):
+// Note [Bounded sampling] from the residual's float32 block sums where both rows are float32
+// and the path has the kernel; the canonical residual masses otherwise, or if not certain.
+int64_t draw_correction(const KernelTable& kt, Position& at, double u, int64_t vocab) {
+  if (kt.residual_block_sums != nullptr && at.p.row.type == Elem::kF32 && at.q.row.type == Elem::kF32) {
+    const float* p = static_cast<const float*>(at.p.row.data);
+    const float* q = static_cast<const float*>(at.q.row.data);
+    residual_scales(at.p.mass, at.q.mass, &at.a, &at.b);
+    const float a = at.a, b = at.b;
+    kt.residual_block_sums(p, q, a, b, vocab, at.r_blocks.data());
+    double total = 0.0;
+    for (int64_t j = 0; j < num_blocks(vocab); ++j) total += at.r_blocks[j];
+    // Every r'(v) is +0.0 exactly when the sums are: the canonical mass is 0 as well.
+    if (total == 0.0) return draw(at.p, u, vocab);
+    int64_t index = -1;
+    if (bounded_sample_index(at.r_blocks.data(), vocab, u,
+                             [p, q, a, b](int64_t v) { return residual_value(p[v], q[v], a, b); }, &index))
+      return index;
+    ++t_bounded_fallbacks;
+  }
+  sum_residual(kt, at, 1.0, vocab);
+  return draw_residual(at, u, vocab);
+}
+
 // ---- token-wise verification (Note [One-hot drafts] for a draft without rows) ------------
 
 template <class Reader>
@@ -305,9 +347,10 @@ Outcome token_round(const KernelTable& kt, const Reader& rows, bool one_hot, con
     last_p = at.p.mass;
     last_q = at.q.mass;
     if (u[i] * qt * at.p.mass < pt * at.q.mass) continue;
-    sum_residual(kt, at, 1.0, vocab);
-    return emitted(i, draw_residual(at, u[k], vocab));
+    return emitted(i, draw_correction(kt, at, u[k], vocab));
   }
+  int64_t token = -1;
+  if (rows.bounded_draw(k, u[k], &at.p, &token)) return emitted(k, token);
   const Outcome bad = rows.read_target(k, &at.p);
   if (bad.error != InputError::kNone) return bad;
   return emitted(k, draw(at.p, u[k], vocab));
@@ -396,6 +439,8 @@ WarpScratch& warp_scratch(int64_t vocab) {
 }
 
 }  // namespace
+
+int64_t bounded_draw_fallbacks() { return t_bounded_fallbacks; }
 
 Outcome accept_round(const KernelTable& kt, Rows target, Rows draft, const int64_t* tokens,
                      const double* uniforms, int64_t k, int64_t vocab, Method method) {

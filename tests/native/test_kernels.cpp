@@ -21,6 +21,7 @@
 
 #include "exp_f32.h"
 #include "half.h"
+#include "sample_index.h"
 #include "spec_verify.h"
 
 namespace sv = spec_verify;
@@ -161,6 +162,17 @@ std::string label(const sv::KernelTable& kt, const char* kernel, int64_t n, int 
   return buf;
 }
 
+// Each approximate block sum within kBlockSumBound of the exact sum, checked against the
+// canonical block mass (itself within 2^-46 of exact). Sums that overflow float32 (huge
+// rows) are allowed to be infinite.
+bool within_block_bound(const std::vector<double>& approx, const std::vector<double>& canonical) {
+  for (size_t b = 0; b < approx.size(); ++b) {
+    if (std::isinf(approx[b]) && canonical[b] > 0x1p127) continue;
+    if (!(std::fabs(approx[b] - canonical[b]) <= (sv::kBlockSumBound + 0x1p-45) * canonical[b])) return false;
+  }
+  return true;
+}
+
 void kernel_parity(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int64_t n) {
   const sv::KernelTable& ref = sv::scalar_kernels();
   const int64_t blocks = sv::num_blocks(n);
@@ -233,6 +245,26 @@ void kernel_parity(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int
         kt->residual_store(in_place.data(), q.data, a, b, n, in_place.data(), sb.data(), &sm);
         same_s &= bits(sm) == bits(rm) && std::memcmp(in_place.data(), stored.data(), n * 4) == 0;
         check(same_s, label(*kt, "residual_store", n, fill, at_end, offset));
+        // Note [Bounded sampling]: the residual's float32 block sums within the bound.
+        if (kt->residual_block_sums != nullptr) {
+          std::vector<double> fb(blocks, -1.0);
+          kt->residual_block_sums(p.data, q.data, a, b, n, fb.data());
+          check(within_block_bound(fb, rb), label(*kt, "residual_block_sums within the bound", n, fill, at_end, offset));
+        }
+      }
+
+      // Note [Bounded sampling]: the row's float32 block sums. For a row row_mass takes,
+      // true (or false only for a row holding -0.0) and each sum within the bound of the
+      // canonical block mass; for any other row, false or a non-finite total.
+      if (kt->row_block_sums != nullptr) {
+        std::vector<double> fb(blocks, -1.0);
+        const bool f_ok = kt->row_block_sums(p.data, n, fb.data());
+        double total = 0.0;
+        for (double x : fb) total += x;
+        bool good;
+        if (ref_mass_ok) good = f_ok ? within_block_bound(fb, ref_blocks) : has_negative_zero(pv);
+        else good = !f_ok || !std::isfinite(total);
+        check(good, label(*kt, "row_block_sums", n, fill, at_end, offset) + (f_ok ? " (returned true)" : " (returned false)"));
       }
     }
   }
@@ -913,6 +945,152 @@ void mass_bound_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, 
   }
 }
 
+// ---- Note [Bounded sampling] ------------------------------------------------------------------
+
+// The table without the float32 shortcuts: canonical masses everywhere.
+sv::KernelTable exact_only(const sv::KernelTable& kt) {
+  sv::KernelTable t = without_bounds(kt);
+  t.row_block_sums = nullptr;
+  t.residual_block_sums = nullptr;
+  return t;
+}
+
+// A uniform whose threshold u * T lands on a canonical running sum of the draw (Note
+// [Blocked sampling]), give or take up to two ulps: the end of the blocks before a random
+// one (if they hold mass), or the in-block running sum at a random positive value of it. blocks: the canonical block
+// masses, total their sum; value(v) the row's values.
+template <class Value>
+double boundary_uniform(Rng& rng, const std::vector<double>& blocks, double total, int64_t n, Value value) {
+  const int64_t nb = static_cast<int64_t>(blocks.size());
+  int64_t b = rng.below(nb);
+  while (!(blocks[b] > 0.0)) b = (b + 1) % nb;
+  double before = 0.0;
+  for (int64_t j = 0; j < b; ++j) before += blocks[j];
+  double target = before;
+  if (before == 0.0 || rng.below(3) != 0) {  // in the block: the running sum at a positive value
+    const int64_t begin = b * sv::kMassBlock, end = std::min(n, begin + sv::kMassBlock);
+    std::vector<double> sums;
+    double sum = before;
+    for (int64_t v = begin; v < end; ++v) {
+      if (value(v) > 0.0f) {
+        sum += static_cast<double>(value(v));
+        sums.push_back(sum);
+      }
+    }
+    target = sums[rng.below(static_cast<int64_t>(sums.size()))];
+  }
+  double u = std::min(target / total, 0x1.fffffffffffffp-1);
+  const int64_t nudge = rng.below(5) - 2;
+  for (int64_t z = 0; z < std::abs(nudge); ++z) u = std::nextafter(u, nudge < 0 ? 0.0 : 1.0);
+  return u;
+}
+
+// bounded_sample_index against sample_index on the canonical masses, on every path's block
+// sums: an answer is always sample_index's, and a threshold on a running sum (a boundary
+// uniform) is never answered (the fallback fires). Then whole rounds with the last row's
+// draw (all accepted) and the correction's draw (rejected at 0) at such boundaries and at
+// random uniforms: the same outcomes as with canonical masses only, and the fallback counted.
+void bounded_sampling_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int count, int64_t max_n) {
+  const sv::KernelTable& ref = sv::scalar_kernels();
+  int64_t answered = 0;
+  for (int r = 0; r < count; ++r) {
+    const int64_t n = 1 + rng.below(max_n);
+    const int fills[] = {kUniform, kSpiky, kSparse, kDenormal, kHuge, kConstant, kTies};
+    const int fill = fills[rng.below(7)];
+    std::vector<float> row = make_row(rng, n, fill);
+    row[rng.below(n)] = fill == kHuge ? 1e30f : 0.5f;  // some mass
+    const int64_t nb = sv::num_blocks(n);
+    std::vector<double> blocks(nb), approx(nb);
+    double total = 0.0;
+    check(ref.row_mass(row.data(), n, blocks.data(), &total) && total > 0.0, "bounded sampling: a valid row");
+    const auto value = [&row](int64_t v) { return row[v]; };
+    for (int c = 0; c < 4; ++c) {
+      const bool boundary = c >= 2;
+      const double u = boundary ? boundary_uniform(rng, blocks, total, n, value) : rng.uniform();
+      const int64_t want = sv::sample_index(blocks.data(), n, u * total, value);
+      for (const sv::KernelTable* kt : kts) {
+        if (kt->row_block_sums == nullptr || !kt->row_block_sums(row.data(), n, approx.data())) continue;
+        int64_t got = -7;
+        const bool ok = sv::bounded_sample_index(approx.data(), n, u, value, &got);
+        answered += ok;
+        char buf[200];
+        std::snprintf(buf, sizeof buf, "%s bounded draw n=%lld fill=%s u=%a %s", kt->name, (long long)n, fill_name(fill),
+                      u, boundary ? "at a running sum" : "random");
+        check(!ok || got == want, std::string(buf) + ": sample_index's answer");
+        if (boundary) check(!ok, std::string(buf) + ": not answered");
+      }
+    }
+  }
+  check(answered > count, "bounded sampling answers most random draws (" + std::to_string(answered) + ")");
+
+  // Rounds: K target rows accepted for sure (draft row = target row, token its argmax), or
+  // rejected at 0 (p_0(t_0) = 0).
+  for (int r = 0; r < count / 4; ++r) {
+    const int64_t k = 1 + rng.below(4);
+    const int64_t n = 2 + rng.below(max_n);
+    const int fills[] = {kUniform, kSpiky, kSparse, kDenormal};
+    std::vector<float> p((k + 1) * n), q(k * n);
+    for (int64_t i = 0; i <= k; ++i) {
+      std::vector<float> v = make_row(rng, n, fills[rng.below(4)]);
+      v[rng.below(n)] = 0.5f;
+      std::copy(v.begin(), v.end(), p.begin() + i * n);
+    }
+    const bool reject = rng.below(2) == 0;
+    std::vector<int64_t> tokens(k);
+    for (int64_t i = 0; i < k; ++i) {
+      std::vector<float> v(p.begin() + i * n, p.begin() + (i + 1) * n);
+      if (reject && i == 0) {
+        v = make_row(rng, n, kUniform);
+        v[rng.below(n)] = 0.5f;
+      }
+      std::copy(v.begin(), v.end(), q.begin() + i * n);
+      int64_t best = 0;
+      ref.row_argmax(v.data(), n, &best);
+      tokens[i] = best;
+    }
+    if (reject) p[tokens[0]] = 0.0f;
+    // The draw's canonical masses: row K, or the residual at 0.
+    const int64_t nb = sv::num_blocks(n);
+    std::vector<double> blocks(nb);
+    double total = 0.0;
+    std::vector<float> drawn(n);
+    if (reject) {
+      double P = 0, Q = 0;
+      ref.row_mass(p.data(), n, blocks.data(), &P);
+      ref.row_mass(q.data(), n, blocks.data(), &Q);
+      float a, b;
+      sv::residual_scales(P, Q, &a, &b);
+      for (int64_t v = 0; v < n; ++v) drawn[v] = sv::residual_value(p[v], q[v], a, b);
+    } else {
+      std::copy(p.begin() + k * n, p.end(), drawn.begin());
+    }
+    ref.row_mass(drawn.data(), n, blocks.data(), &total);
+    if (!(total > 0.0)) continue;  // a residual without mass: the draw is from p, exactly
+    std::vector<double> u(k + 1, 0.0);
+    for (int64_t i = 0; i < k; ++i) u[i] = rng.uniform();
+    const bool boundary = rng.below(2) == 0;
+    u[k] = boundary ? boundary_uniform(rng, blocks, total, n, [&drawn](int64_t v) { return drawn[v]; })
+                    : rng.uniform();
+    const sv::Rows t_rows{p.data(), n}, d_rows{q.data(), n};
+    for (const sv::KernelTable* kt : kts) {
+      const sv::KernelTable exact = exact_only(*kt);
+      const int64_t before = sv::bounded_draw_fallbacks();
+      const sv::Outcome a = sv::accept_round(*kt, t_rows, d_rows, tokens.data(), u.data(), k, n);
+      const int64_t fallbacks = sv::bounded_draw_fallbacks() - before;
+      const sv::Outcome b = sv::accept_round(exact, t_rows, d_rows, tokens.data(), u.data(), k, n);
+      char buf[200];
+      std::snprintf(buf, sizeof buf, "%s bounded round %d k=%lld n=%lld %s, u_K %s", kt->name, r, (long long)k,
+                    (long long)n, reject ? "rejected at 0" : "all accepted", boundary ? "at a running sum" : "random");
+      check(a.error == b.error && a.n_accepted == b.n_accepted && a.token == b.token &&
+                a.n_accepted == (reject ? 0 : k),
+            std::string(buf) + ": the exact outcome");
+      const bool has = reject ? kt->residual_block_sums != nullptr : kt->row_block_sums != nullptr;
+      if (has && boundary) check(fallbacks == 1, std::string(buf) + ": the fallback fired");
+      if (!has) check(fallbacks == 0, std::string(buf) + ": nothing to fall back from");
+    }
+  }
+}
+
 // ---- trees (Note [Tree verification]) ---------------------------------------------------------
 
 // Random trees: chains, and trees of up to 12 nodes, in every mode, on every path against
@@ -1150,6 +1328,8 @@ int main(int argc, char** argv) {
   half_round_tests(rng, kts, quick ? 3 : 12, 160000);
   mass_bound_tests(rng, kts, quick ? 200 : 2000, 3000);
   mass_bound_tests(rng, kts, quick ? 4 : 20, 160000);
+  bounded_sampling_tests(rng, kts, quick ? 200 : 2000, 3000);
+  bounded_sampling_tests(rng, kts, quick ? 8 : 40, 160000);
   tree_tests(rng, kts, quick ? 100 : 800, 700);
   tree_tests(rng, kts, quick ? 4 : 20, 40000);
   batch_tests(rng, kts, quick ? 20 : 150, 300);
