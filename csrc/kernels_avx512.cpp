@@ -115,29 +115,29 @@ struct Avx512Lanes {
   }
 };
 
-// Validation as on AVX2: as unsigned integers, the bits of every float in [+0.0, FLT_MAX]
-// lie below those of +inf (0x7f800000) and the bits of every other float (-0.0, negatives,
-// infinities, NaNs) at or above them. The row keeps the unsigned max of its bits; only
-// when that reaches +inf's bits is it checked value by value. The widening here is a
-// conversion, so -0.0 sums as the reference sums it and needs no second pass.
-constexpr uint32_t kInfBits = 0x7f800000u;
-
+// Validation by sign bits and sums: every load of 16 values is or-ed into `signs`, which
+// flags any value with its sign bit set (negatives, -inf, a NaN with the sign bit, and
+// -0.0, which row_mass takes: a flagged row is checked value by value). A value that is
+// +inf or a NaN without the sign bit makes its lane, block mass and row mass non-finite
+// (each value widens exactly, and sums of values <= FLT_MAX never overflow a double). So a
+// row whose sign bits are clear and whose mass is finite holds only values in [+0.0,
+// FLT_MAX]. An or is one uop on either vector port; the unsigned max it replaces ran on
+// port 0 only, beside the conversions' port-0 half.
 struct RowValues {
   static constexpr int kRows = 1;
   const float* row;
-  __m512i high;  // unsigned max of the bits seen
-  bool tail_high;
+  __m512i signs;
+  bool tail_sign;
   SPEC_VERIFY_AVX512 void add16(int64_t v, Avx512Lanes* lanes) {
-    high = _mm512_max_epu32(high, _mm512_loadu_si512(row + v));
+    signs = _mm512_or_si512(signs, _mm512_loadu_si512(row + v));
     lanes[0].add(_mm256_loadu_ps(row + v), _mm256_loadu_ps(row + v + 8));
   }
   SPEC_VERIFY_AVX512 float at(int64_t v, int) {
-    tail_high |= std::bit_cast<uint32_t>(row[v]) >= kInfBits;
+    tail_sign |= std::signbit(row[v]);
     return row[v];
   }
-  // True if some value seen was not in [+0.0, FLT_MAX].
-  SPEC_VERIFY_AVX512 bool flagged() const {
-    return tail_high || _mm512_cmpge_epu32_mask(high, _mm512_set1_epi32(static_cast<int>(kInfBits))) != 0;
+  SPEC_VERIFY_AVX512 bool sign_seen() const {
+    return tail_sign || _mm512_cmplt_epi32_mask(signs, _mm512_setzero_si512()) != 0;
   }
 };
 
@@ -145,18 +145,44 @@ SPEC_VERIFY_AVX512_KERNEL bool f32_row_mass__avx512(const float* row, int64_t n,
                                                     double* block_mass, double* mass) {
   RowValues values{row, _mm512_setzero_si512(), false};
   const double total = blocked_mass<Avx512Lanes>(values, n, block_mass);
-  if (values.flagged() && !valid_mass_row(row, n)) return false;
+  if ((values.sign_seen() || !std::isfinite(total)) && !valid_mass_row(row, n)) return false;
   *mass = total;
   return true;
 }
 
-// Both rows of a position side by side: more independent add chains.
+// Both rows of a position side by side: more independent add chains, and one vpternlogd
+// (a | b | c) ors the sign bits of both rows' 16 values into one register.
+struct PairValues {
+  static constexpr int kRows = 2;
+  const float* p;
+  const float* q;
+  __m512i signs;
+  bool tail_sign;
+  SPEC_VERIFY_AVX512 void add16(int64_t v, Avx512Lanes* lanes) {
+    signs = _mm512_ternarylogic_epi32(_mm512_loadu_si512(p + v), _mm512_loadu_si512(q + v), signs, 0xfe);
+    lanes[0].add(_mm256_loadu_ps(p + v), _mm256_loadu_ps(p + v + 8));
+    lanes[1].add(_mm256_loadu_ps(q + v), _mm256_loadu_ps(q + v + 8));
+  }
+  SPEC_VERIFY_AVX512 float at(int64_t v, int r) {
+    const float x = r == 0 ? p[v] : q[v];
+    tail_sign |= std::signbit(x);
+    return x;
+  }
+};
+
 SPEC_VERIFY_AVX512_KERNEL bool f32_row_mass_pair__avx512(const float* p, const float* q, int64_t n,
                                                          double* p_blocks, double* q_blocks,
                                                          double* p_mass, double* q_mass) {
-  return blocked_mass_pair<Avx512Lanes>(RowValues{p, _mm512_setzero_si512(), false},
-                                        RowValues{q, _mm512_setzero_si512(), false}, n,
-                                        p_blocks, q_blocks, p_mass, q_mass);
+  PairValues values{p, q, _mm512_setzero_si512(), false};
+  double* const blocks[2] = {p_blocks, q_blocks};
+  double masses[2];
+  blocked_mass<Avx512Lanes>(values, n, blocks, masses);
+  if (values.tail_sign || _mm512_cmplt_epi32_mask(values.signs, _mm512_setzero_si512()) != 0 ||
+      !std::isfinite(masses[0]) || !std::isfinite(masses[1]))
+    return false;  // the caller goes row by row
+  *p_mass = masses[0];
+  *q_mass = masses[1];
+  return true;
 }
 
 // The clamp of residual_value() as an integer max with 0: a float's bits are a negative
@@ -253,25 +279,30 @@ SPEC_VERIFY_AVX512_KERNEL void f32_keep_at_least__avx512(const float* w, int64_t
   blocked_keep_at_least<Avx512Lanes, KeepValues>(w, n, t, r, r_blocks, r_mass, above_blocks, above_mass);
 }
 
-// Note [Mass bounds]: four float32 accumulators of 16 lanes; the unsigned max of the bits
-// vouches for every value in [+0.0, FLT_MAX] (-0.0 too is refused: row_mass takes it).
+// Note [Mass bounds]: four float32 accumulators of 16 lanes. Vouching as row_mass does (see
+// RowValues): the sign bits or-ed, two vectors at a time into one vpternlogd, refuse
+// negatives and -0.0; +inf or a NaN makes the sum non-finite, which is refused too.
 SPEC_VERIFY_AVX512 bool f32_row_sum_f32__avx512(const float* row, int64_t n, float* sum) {
   __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-  __m512i high = _mm512_setzero_si512();
+  __m512i signs = _mm512_setzero_si512();
   int64_t v = 0;
   for (; v + 64 <= n; v += 64) {
-    const __m512i x0 = _mm512_loadu_si512(row + v), x1 = _mm512_loadu_si512(row + v + 16);
-    const __m512i x2 = _mm512_loadu_si512(row + v + 32), x3 = _mm512_loadu_si512(row + v + 48);
-    high = _mm512_max_epu32(high, _mm512_max_epu32(_mm512_max_epu32(x0, x1), _mm512_max_epu32(x2, x3)));
+    __m512i x0 = _mm512_loadu_si512(row + v), x1 = _mm512_loadu_si512(row + v + 16);
+    __m512i x2 = _mm512_loadu_si512(row + v + 32), x3 = _mm512_loadu_si512(row + v + 48);
+    // Each vector loaded once (as in block_max): GCC would otherwise fold second loads
+    // into the adds, and the loop would wait on the load ports.
+    asm("" : "+v"(x0), "+v"(x1), "+v"(x2), "+v"(x3));
+    signs = _mm512_ternarylogic_epi32(signs, x0, x1, 0xfe);
+    signs = _mm512_ternarylogic_epi32(signs, x2, x3, 0xfe);
     s0 = _mm512_add_ps(s0, _mm512_castsi512_ps(x0));
     s1 = _mm512_add_ps(s1, _mm512_castsi512_ps(x1));
     s2 = _mm512_add_ps(s2, _mm512_castsi512_ps(x2));
     s3 = _mm512_add_ps(s3, _mm512_castsi512_ps(x3));
   }
-  if (_mm512_cmpge_epu32_mask(high, _mm512_set1_epi32(static_cast<int>(kInfBits))) != 0) return false;
+  if (_mm512_cmplt_epi32_mask(signs, _mm512_setzero_si512()) != 0) return false;
   float s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
   for (; v < n; ++v) {
-    if (std::bit_cast<uint32_t>(row[v]) >= kInfBits) return false;
+    if (std::signbit(row[v])) return false;
     s += row[v];
   }
   *sum = s;
