@@ -305,14 +305,13 @@ int64_t draw_correction(const KernelTable& kt, Position& at, double u, int64_t v
     residual_scales(at.p.mass, at.q.mass, &at.a, &at.b);
     const float a = at.a, b = at.b;
     kt.residual_block_sums(p, q, a, b, vocab, at.r_blocks.data());
-    double total = 0.0;
-    for (int64_t j = 0; j < num_blocks(vocab); ++j) total += at.r_blocks[j];
+    int64_t index = -1;
+    double total = -1.0;
+    if (bounded_sample_index(at.r_blocks.data(), vocab, u,
+                             [p, q, a, b](int64_t v) { return residual_value(p[v], q[v], a, b); }, &index, &total))
+      return index;
     // Every r'(v) is +0.0 exactly when the sums are: the canonical mass is 0 as well.
     if (total == 0.0) return draw(at.p, u, vocab);
-    int64_t index = -1;
-    if (bounded_sample_index(at.r_blocks.data(), vocab, u,
-                             [p, q, a, b](int64_t v) { return residual_value(p[v], q[v], a, b); }, &index))
-      return index;
     ++t_bounded_fallbacks;
   }
   sum_residual(kt, at, 1.0, vocab);

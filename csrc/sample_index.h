@@ -79,12 +79,15 @@ namespace spec_verify {
 // block, adding at most 256 values to R_{b-1} in float64 (each rounding 2^-53), stays within
 // A_{b-1} * d + s * 2^-43 of the same scan started from A_{b-1}. Sums of values >= 0 never
 // underflow harmfully (a sum of floats below the normal range is exact).
+// *total_out gets the sum of the F (0 exactly when every value is +0.0).
 template <class Value>
-bool bounded_sample_index(const double* block_sum, int64_t n, double u, Value value, int64_t* index) {
+bool bounded_sample_index(const double* block_sum, int64_t n, double u, Value value, int64_t* index,
+                          double* total_out = nullptr) {
   const int64_t blocks = num_blocks(n);
   const double d = kBlockSumBound + 0x1p-40 + static_cast<double>(blocks) * 0x1p-49;
   double total = 0.0;
   for (int64_t b = 0; b < blocks; ++b) total += block_sum[b];
+  if (total_out != nullptr) *total_out = total;
   if (!(total > 0.0) || !(total <= std::numeric_limits<double>::max())) return false;
   const double theta = u * total;
   const double theta_err = theta * d;
