@@ -348,9 +348,8 @@ SPEC_VERIFY_AVX512 SPEC_VERIFY_INLINE void block_sums_f32_avx512(Source& source,
   }
 }
 
-// The row's values; every sign bit seen is or-ed into `signs` (three inputs per vpternlogd
-// would do; one per value vector here). A positive NaN or infinity makes its block sum,
-// and so the total, non-finite, which the caller checks.
+// The row's values for block_sums_f32_avx512 (the tail block below); every sign bit seen is
+// or-ed into `signs`.
 struct RowF32Values {
   const float* row;
   __m512i signs;
@@ -366,10 +365,39 @@ struct RowF32Values {
   }
 };
 
+// Whole blocks: each vector loaded once (as in block_max: GCC would load them again
+// for the adds) and its sign bits or-ed into `signs`, two vectors per vpternlogd. A
+// positive NaN or infinity makes its block sum, and so the total, non-finite, which the
+// caller checks.
 SPEC_VERIFY_AVX512_KERNEL bool f32_row_block_sums__avx512(const float* row, int64_t n, double* block_sum) {
-  RowF32Values source{row, _mm512_setzero_si512(), false};
-  block_sums_f32_avx512(source, n, block_sum);
-  return !source.tail_sign && _mm512_cmplt_epi32_mask(source.signs, _mm512_setzero_si512()) == 0;
+  __m512i signs = _mm512_setzero_si512();
+  int64_t b = 0, begin = 0;
+  for (; n - begin >= kMassBlock; ++b, begin += kMassBlock) {
+    __m512 acc[4];
+    for (int64_t g = 0; g < kMassBlock; g += 128) {
+      __m512i x[8];
+      for (int k = 0; k < 8; ++k) x[k] = _mm512_loadu_si512(row + begin + g + 16 * k);
+      asm("" : "+v"(x[0]), "+v"(x[1]), "+v"(x[2]), "+v"(x[3]), "+v"(x[4]), "+v"(x[5]), "+v"(x[6]), "+v"(x[7]));
+      for (int k = 0; k < 8; k += 2) signs = _mm512_ternarylogic_epi32(signs, x[k], x[k + 1], 0xfe);
+      for (int k = 0; k < 4; ++k) {
+        const __m512 lo = _mm512_castsi512_ps(x[k]), hi = _mm512_castsi512_ps(x[k + 4]);
+        acc[k] = g == 0 ? _mm512_add_ps(lo, hi) : _mm512_add_ps(acc[k], _mm512_add_ps(lo, hi));
+      }
+    }
+    // Group g went to accumulator g % 4 as ((g0 + g4) + (g8 + g12)): three roundings, as
+    // many as in sequence; then (0 + 1) + (2 + 3).
+    const __m512 s = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
+    const __m512d wide = _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(s)),
+                                       _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1))));
+    block_sum[b] = _mm512_reduce_add_pd(wide);
+  }
+  if (begin < n) {
+    RowF32Values source{row + begin, _mm512_setzero_si512(), false};
+    block_sums_f32_avx512(source, n - begin, block_sum + b);
+    signs = _mm512_or_si512(signs, source.signs);
+    if (source.tail_sign) return false;
+  }
+  return _mm512_cmplt_epi32_mask(signs, _mm512_setzero_si512()) == 0;
 }
 
 struct ResidualF32Values {
