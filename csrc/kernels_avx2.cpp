@@ -249,35 +249,37 @@ SPEC_VERIFY_AVX2_KERNEL void f32_residual_store__avx2(const float* p, const floa
 
 // Note [Bounded sampling]: block_sums_f32_from's scheme (blocked_mass.h), 16 lanes as two
 // vectors of 8 per accumulator.
+// Whole blocks here (the accumulators stay in registers); a last, shorter block value by
+// value through block_sums_f32_from (Source::f32).
 template <class Source>
 SPEC_VERIFY_AVX2 inline __attribute__((always_inline)) void block_sums_f32_avx2(Source& source, int64_t n,
                                                                                   double* block_sum) {
-  for (int64_t b = 0, begin = 0; begin < n; ++b, begin += kMassBlock) {
-    const int64_t end = n - begin < kMassBlock ? n : begin + kMassBlock;
-    const int64_t body_end = end - (end - begin) % kLanes;
+  int64_t b = 0, begin = 0;
+  for (; n - begin >= kMassBlock; ++b, begin += kMassBlock) {
     __m256 acc[4][2];
     for (auto& a : acc) a[0] = a[1] = _mm256_setzero_ps();
-    int64_t v = begin;
-    for (; v + 64 <= body_end; v += 64) {
+    for (int64_t v = begin; v < begin + kMassBlock; v += 4 * kLanes) {
       for (int k = 0; k < 4; ++k) {
         acc[k][0] = _mm256_add_ps(acc[k][0], source.load8(v + 16 * k));
         acc[k][1] = _mm256_add_ps(acc[k][1], source.load8(v + 16 * k + 8));
       }
     }
-    for (int k = 0; v < body_end; v += kLanes, ++k) {
-      acc[k][0] = _mm256_add_ps(acc[k][0], source.load8(v));
-      acc[k][1] = _mm256_add_ps(acc[k][1], source.load8(v + 8));
-    }
     const __m256 s0 = _mm256_add_ps(_mm256_add_ps(acc[0][0], acc[1][0]), _mm256_add_ps(acc[2][0], acc[3][0]));
     const __m256 s1 = _mm256_add_ps(_mm256_add_ps(acc[0][1], acc[1][1]), _mm256_add_ps(acc[2][1], acc[3][1]));
     const __m256d w = _mm256_add_pd(_mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(s0)),
                                                   _mm256_cvtps_pd(_mm256_extractf128_ps(s0, 1))),
-                              _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(s1)),
-                                            _mm256_cvtps_pd(_mm256_extractf128_ps(s1, 1))));
+                                    _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(s1)),
+                                                  _mm256_cvtps_pd(_mm256_extractf128_ps(s1, 1))));
     const __m128d two = _mm_add_pd(_mm256_castpd256_pd128(w), _mm256_extractf128_pd(w, 1));
-    double sum = _mm_cvtsd_f64(_mm_add_sd(two, _mm_unpackhi_pd(two, two)));
-    for (v = body_end; v < end; ++v) sum += static_cast<double>(source.at(v));
-    block_sum[b] = sum;
+    block_sum[b] = _mm_cvtsd_f64(_mm_add_sd(two, _mm_unpackhi_pd(two, two)));
+  }
+  if (begin < n) {
+    struct Tail {
+      Source& source;
+      int64_t begin;
+      float f32(int64_t v) { return source.at(begin + v); }
+    } tail{source, begin};
+    block_sums_f32_from(tail, n - begin, block_sum + b);
   }
 }
 
