@@ -397,26 +397,28 @@ SPEC_VERIFY_AVX2_KERNEL void f32_keep_at_least__avx2(const float* w, int64_t n, 
 // takes it).
 SPEC_VERIFY_AVX2 bool f32_row_sum_f32__avx2(const float* row, int64_t n, float* sum) {
   __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-  __m256i high = _mm256_setzero_si256();
+  __m256i signs = _mm256_setzero_si256();
   int64_t v = 0;
   for (; v + 32 <= n; v += 32) {
-    const __m256 x0 = _mm256_loadu_ps(row + v), x1 = _mm256_loadu_ps(row + v + 8);
-    const __m256 x2 = _mm256_loadu_ps(row + v + 16), x3 = _mm256_loadu_ps(row + v + 24);
-    high = _mm256_max_epu32(high, _mm256_max_epu32(_mm256_max_epu32(_mm256_castps_si256(x0), _mm256_castps_si256(x1)),
-                                                   _mm256_max_epu32(_mm256_castps_si256(x2), _mm256_castps_si256(x3))));
+    __m256 x0 = _mm256_loadu_ps(row + v), x1 = _mm256_loadu_ps(row + v + 8);
+    __m256 x2 = _mm256_loadu_ps(row + v + 16), x3 = _mm256_loadu_ps(row + v + 24);
+    // Each vector loaded once: GCC would otherwise load it again for the adds.
+    asm("" : "+x"(x0), "+x"(x1), "+x"(x2), "+x"(x3));
+    // Sign bits or-ed (negatives and -0.0 refused); +inf or a NaN makes the sum non-finite.
+    signs = _mm256_or_si256(signs, _mm256_or_si256(_mm256_or_si256(_mm256_castps_si256(x0), _mm256_castps_si256(x1)),
+                                                   _mm256_or_si256(_mm256_castps_si256(x2), _mm256_castps_si256(x3))));
     s0 = _mm256_add_ps(s0, x0);
     s1 = _mm256_add_ps(s1, x1);
     s2 = _mm256_add_ps(s2, x2);
     s3 = _mm256_add_ps(s3, x3);
   }
-  const __m256i inf = _mm256_set1_epi32(static_cast<int>(kInfBits));
-  if (_mm256_movemask_epi8(_mm256_cmpeq_epi32(_mm256_max_epu32(high, inf), high)) != 0) return false;
+  if (_mm256_movemask_ps(_mm256_castsi256_ps(signs)) != 0) return false;
   alignas(32) float lanes[8];
   _mm256_store_ps(lanes, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
   float s = 0.0f;
   for (float x : lanes) s += x;
   for (; v < n; ++v) {
-    if (std::bit_cast<uint32_t>(row[v]) >= kInfBits) return false;
+    if (std::signbit(row[v])) return false;
     s += row[v];
   }
   *sum = s;
