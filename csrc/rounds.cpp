@@ -144,6 +144,9 @@ double mass_bound_width(int64_t n) {
   return g < 0.25 ? 2.0 * g / (1.0 - g) + 0x1p-28 : 0.0;
 }
 
+// What a float32 pass decided at a one-hot position (ProbRows::bounded_one_hot).
+enum class BoundedStep { kNone, kUnknown, kAccepted, kRejected };
+
 // The rows of a round on probabilities: read in place, validated by their mass pass.
 struct ProbRows {
   const KernelTable& kt;
@@ -191,6 +194,49 @@ struct ProbRows {
     if (bounded_sample_index(p->blocks.data(), vocab, u, [x](int64_t v) { return x[v]; }, token)) return true;
     ++t_bounded_fallbacks;
     return false;
+  }
+
+  // Note [Bounded sampling] at a one-hot position i (token t, uniform u; u_draw draws the
+  // correction): the row's float32 block sums (into p's block masses) bound P, which decides
+  // u * P < p(t) where that is certain; on a certain rejection the correction is drawn from
+  // the sums with t's block summed again without t. kUnknown: nothing decided (read the
+  // position exactly); kNone: no float32 pass was made. *mass_guess gets the sums' total.
+  BoundedStep bounded_one_hot(int64_t i, int64_t t, double u, double u_draw, Side* p, double* mass_guess,
+                              int64_t* token) const {
+    const RowRef row = target.row(i);
+    if (kt.row_block_sums == nullptr || row.type != Elem::kF32) return BoundedStep::kNone;
+    const float* x = static_cast<const float*>(row.data);
+    double* blocks = p->blocks.data();
+    if (!kt.row_block_sums(x, vocab, blocks)) return BoundedStep::kUnknown;
+    const int64_t nb = num_blocks(vocab);
+    double total = 0.0;
+    for (int64_t b = 0; b < nb; ++b) total += blocks[b];
+    if (!(total > 0.0) || !(total <= std::numeric_limits<double>::max())) return BoundedStep::kUnknown;
+    *mass_guess = total;
+    // P = total (1 +- d) (bounded_sample_index's margins); u * P rounds once more, inside d.
+    const double d = kBlockSumBound + 0x1p-40 + static_cast<double>(nb) * 0x1p-49;
+    const double pt = x[t];
+    if (u * (total + total * d) < pt) return BoundedStep::kAccepted;
+    if (!(u * (total - total * d) > pt)) {
+      ++t_bounded_fallbacks;
+      return BoundedStep::kUnknown;
+    }
+    // Rejected: p without t, its block summed again with t as +0.0 (as draw_without does).
+    const int64_t b = t / kMassBlock, begin = b * kMassBlock;
+    const int64_t len = std::min(kMassBlock, vocab - begin);
+    float block[kMassBlock];
+    std::copy(x + begin, x + begin + len, block);
+    block[t - begin] = 0.0f;
+    kt.row_block_sums(block, len, &blocks[b]);
+    double rest = -1.0;
+    if (bounded_sample_index(blocks, vocab, u_draw, [x, t](int64_t v) { return v == t ? 0.0f : x[v]; }, token, &rest))
+      return BoundedStep::kRejected;
+    if (rest == 0.0) {  // nothing but t has mass: draw_without's answer
+      *token = t;
+      return BoundedStep::kRejected;
+    }
+    ++t_bounded_fallbacks;
+    return BoundedStep::kUnknown;
   }
 
   Outcome read_target(int64_t i, Side* p) const {
@@ -252,6 +298,9 @@ struct LogitRows {
   bool surely_accepted(int64_t, bool, int64_t, double, double*, double*) const { return false; }
   // Their block masses come with the warp: nothing to save.
   bool bounded_draw(int64_t, double, Side*, int64_t*) const { return false; }
+  BoundedStep bounded_one_hot(int64_t, int64_t, double, double, Side*, double*, int64_t*) const {
+    return BoundedStep::kNone;
+  }
   bool likely_accepted(int64_t, bool, int64_t, double, double, double) const { return false; }
 };
 
@@ -327,9 +376,17 @@ Outcome token_round(const KernelTable& kt, const Reader& rows, bool one_hot, con
   double last_p = 1.0, last_q = 1.0;  // the masses seen last (Note [Mass bounds]'s guess)
   for (int64_t i = 0; i < k; ++i) {
     const int64_t t = tokens[i];
-    if (rows.likely_accepted(i, one_hot, t, u[i], last_p, last_q) &&
-        rows.surely_accepted(i, one_hot, t, u[i], &last_p, &last_q))
-      continue;
+    const bool likely = rows.likely_accepted(i, one_hot, t, u[i], last_p, last_q);
+    if (likely && rows.surely_accepted(i, one_hot, t, u[i], &last_p, &last_q)) continue;
+    // One-hot, a likely rejection: one float32 pass may decide the position and draw the
+    // correction (the block sums cost a little more than the float32 sum of a likely
+    // acceptance).
+    if (one_hot && !likely) {
+      int64_t token = -1;
+      const BoundedStep step = rows.bounded_one_hot(i, t, u[i], u[k], &at.p, &last_p, &token);
+      if (step == BoundedStep::kAccepted) continue;
+      if (step == BoundedStep::kRejected) return emitted(i, token);
+    }
     if (one_hot) {
       const Outcome bad = rows.read_target(i, &at.p);
       if (bad.error != InputError::kNone) return bad;

@@ -70,7 +70,10 @@ inline int64_t num_blocks(int64_t n) { return (n + kMassBlock - 1) / kMassBlock;
 // is always sample_index's, bit for bit. Token-wise rounds on float32 rows draw this way
 // from the last row when every position is accepted (a float32 pass instead of row_mass)
 // and from the residual on a rejection (residual_block_sums instead of residual_mass);
-// both widen nothing to float64 per value. Near-ties with the threshold (within about
+// both widen nothing to float64 per value. At a one-hot position that looks like a
+// rejection (Note [Mass bounds]'s guess), the row's block sums also bound P = total (1 +- d)
+// for the test u * P < p(t), and on a certain rejection the correction is drawn from them
+// with t's block summed again without t: one float32 pass for the whole position. Near-ties with the threshold (within about
 // 2^-20 of the total) fall back: rare unless the row is nearly flat where u lands.
 constexpr double kBlockSumBound = 0x1p-21;
 

@@ -886,6 +886,8 @@ void half_round_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, 
 sv::KernelTable without_bounds(const sv::KernelTable& kt) {
   sv::KernelTable t = kt;
   t.row_sum_f32 = [](const float*, int64_t, float*) { return false; };
+  t.row_block_sums = nullptr;  // nor Note [Bounded sampling]: canonical masses only
+  t.residual_block_sums = nullptr;
   return t;
 }
 
@@ -948,12 +950,7 @@ void mass_bound_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, 
 // ---- Note [Bounded sampling] ------------------------------------------------------------------
 
 // The table without the float32 shortcuts: canonical masses everywhere.
-sv::KernelTable exact_only(const sv::KernelTable& kt) {
-  sv::KernelTable t = without_bounds(kt);
-  t.row_block_sums = nullptr;
-  t.residual_block_sums = nullptr;
-  return t;
-}
+sv::KernelTable exact_only(const sv::KernelTable& kt) { return without_bounds(kt); }
 
 // A uniform whose threshold u * T lands on a canonical running sum of the draw (Note
 // [Blocked sampling]), give or take up to two ulps: the end of the blocks before a random
@@ -1089,6 +1086,76 @@ void bounded_sampling_tests(Rng& rng, const std::vector<const sv::KernelTable*>&
       if (!has) check(fallbacks == 0, std::string(buf) + ": nothing to fall back from");
     }
   }
+
+  // One-hot drafts: a position decided and its correction drawn from one float32 pass.
+  // Rejected at 0 (u_0 well above p(t) / P) with u_K at a running sum of p without t, or
+  // random; or u_0 on the acceptance boundary p(t) / P (the decision falls back).
+  const sv::Rows none{nullptr, 0};
+  int64_t boundary_decisions = 0;
+  for (int r = 0; r < count / 4; ++r) {
+    const int64_t k = 1 + rng.below(4);
+    const int64_t n = 2 + rng.below(max_n);
+    const int fills[] = {kUniform, kSpiky, kSparse, kDenormal};
+    std::vector<float> p((k + 1) * n);
+    for (int64_t i = 0; i <= k; ++i) {
+      std::vector<float> v = make_row(rng, n, fills[rng.below(4)]);
+      v[rng.below(n)] = 0.5f;
+      v[rng.below(n)] = 0.25f;
+      // Masses about 1/2: a boundary uniform p(t) / P is then above p(t), where the round's
+      // first guess (mass 1) sees a likely rejection and takes the block sums.
+      double sum = 0.0;
+      for (float x : v) sum += x;
+      for (float& x : v) x = static_cast<float>(x * (0.5 / sum));
+      std::copy(v.begin(), v.end(), p.begin() + i * n);
+    }
+    std::vector<int64_t> tokens(k);
+    for (int64_t i = 0; i < k; ++i) tokens[i] = rng.below(n);
+    const int64_t nb = sv::num_blocks(n);
+    std::vector<double> blocks(nb);
+    double P = 0.0;
+    ref.row_mass(p.data(), n, blocks.data(), &P);
+    const double pt = p[tokens[0]];
+    const int mode = static_cast<int>(rng.below(3));  // 0 random draw, 1 draw at a running sum, 2 decision at the boundary
+    std::vector<double> u(k + 1);
+    for (double& x : u) x = rng.uniform();
+    if (mode == 2) {
+      if (!(pt > 0.0)) continue;  // p(t) = 0: rejected whatever u, no boundary
+      u[0] = std::min(pt / P, 0x1.fffffffffffffp-1);
+      const int64_t nudge = rng.below(5) - 2;
+      for (int64_t z = 0; z < std::abs(nudge); ++z) u[0] = std::nextafter(u[0], nudge < 0 ? 0.0 : 1.0);
+    } else {
+      if (!(pt / P < 0.99)) continue;
+      u[0] = 0.995;  // rejected
+      std::vector<float> without(p.begin(), p.begin() + n);
+      without[tokens[0]] = 0.0f;
+      double rest = 0.0;
+      ref.row_mass(without.data(), n, blocks.data(), &rest);
+      if (!(rest > 0.0)) continue;
+      if (mode == 1) u[k] = boundary_uniform(rng, blocks, rest, n, [&without](int64_t v) { return without[v]; });
+    }
+    const sv::Rows t_rows{p.data(), n};
+    for (const sv::KernelTable* kt : kts) {
+      const sv::KernelTable exact = exact_only(*kt);
+      const int64_t before = sv::bounded_draw_fallbacks();
+      const sv::Outcome a = sv::accept_round(*kt, t_rows, none, tokens.data(), u.data(), k, n);
+      const int64_t fallbacks = sv::bounded_draw_fallbacks() - before;
+      const sv::Outcome b = sv::accept_round(exact, t_rows, none, tokens.data(), u.data(), k, n);
+      char buf[200];
+      std::snprintf(buf, sizeof buf, "%s bounded one-hot round %d k=%lld n=%lld mode %d", kt->name, r, (long long)k,
+                    (long long)n, mode);
+      check(a.error == b.error && a.n_accepted == b.n_accepted && a.token == b.token &&
+                (mode == 2 || a.n_accepted == 0),
+            std::string(buf) + ": the exact outcome");
+      // Position 0 goes to the block sums when its acceptance looks unlikely from mass 1
+      // (the first guess of Note [Mass bounds]).
+      const bool tried = !(u[0] * 1.0 < pt);
+      if (kt->row_block_sums != nullptr && mode >= 1 && tried) check(fallbacks >= 1, std::string(buf) + ": the fallback fired");
+      boundary_decisions += kt->row_block_sums != nullptr && mode == 2 && tried;
+    }
+  }
+  if (count >= 80)  // enough rounds for some to land there
+    check(boundary_decisions > 0, "bounded one-hot decisions at the boundary were tried (" +
+                                      std::to_string(boundary_decisions) + ")");
 }
 
 // ---- trees (Note [Tree verification]) ---------------------------------------------------------
