@@ -12,7 +12,10 @@
 //   Source: Source::kRows rows of n values read side by side (one row, a target row and its
 //   draft row, a residual computed from two rows).
 //     add16(v, lanes)  adds values v .. v+15 of row r to lanes[r], value v+j to lane j;
-//     at(v, r)         value v of row r as a float (the block tails).
+//     at(v, r)         value v of row r as a float (the block tails);
+//     end_block(b, lanes)  (optional) called once block b is summed, with its lanes
+//                      (lanes[r] for row r), for sources that keep sums of their own per
+//                      block (in lanes of a Lanes type with room for them).
 //
 // The driver is inlined into each path's kernel (SPEC_VERIFY_INLINE), so that the lane
 // arithmetic, compiled for that path's instruction set, is inlined into it in turn.
@@ -49,6 +52,7 @@ SPEC_VERIFY_INLINE void blocked_mass(Source& source, int64_t n, double* const* b
         block_mass[r][b + k] = sum;
         total[r] += sum;
       }
+      if constexpr (requires { source.end_block(b, lanes[k]); }) source.end_block(b + k, lanes[k]);
     }
   }
   for (; begin < n; ++b, begin += kMassBlock) {
@@ -63,6 +67,7 @@ SPEC_VERIFY_INLINE void blocked_mass(Source& source, int64_t n, double* const* b
       block_mass[r][b] = sum;
       total[r] += sum;
     }
+    if constexpr (requires { source.end_block(b, lanes); }) source.end_block(b, lanes);
   }
   for (int r = 0; r < kRows; ++r) mass[r] = total[r];
 }

@@ -190,6 +190,66 @@ SPEC_VERIFY_AVX512_KERNEL bool f32_row_mass_pair__avx512(const float* p, const f
   return true;
 }
 
+// row_mass_pair_guess: PairValues, and the float32 sums of max(0, p - q) per block (Note
+// [Bounded sampling]) in one more register per block (GuessLanes, so the driver's unrolled
+// blocks keep it in a register too): the vectors loaded for the sign bits give the
+// difference; the tail values (at(v, 1) follows at(v, 0)) go in float64.
+struct GuessLanes : Avx512MassLanes {
+  __m512 guess;
+  SPEC_VERIFY_AVX512 void clear() {
+    Avx512MassLanes::clear();
+    guess = _mm512_setzero_ps();
+  }
+};
+
+struct PairGuessValues {
+  static constexpr int kRows = 2;
+  const float* p;
+  const float* q;
+  __m512i signs;
+  bool tail_sign;
+  double* guess_sum;
+  double tail;
+  SPEC_VERIFY_AVX512 void add16(int64_t v, GuessLanes* lanes) {
+    __m512i x = _mm512_loadu_si512(p + v), y = _mm512_loadu_si512(q + v);
+    asm("" : "+v"(x), "+v"(y));  // loaded once (GCC would load them again for the difference)
+    signs = _mm512_ternarylogic_epi32(x, y, signs, 0xfe);
+    const __m512 d = _mm512_sub_ps(_mm512_castsi512_ps(x), _mm512_castsi512_ps(y));
+    lanes[0].guess = _mm512_add_ps(lanes[0].guess,
+                                   _mm512_castsi512_ps(_mm512_max_epi32(_mm512_castps_si512(d), _mm512_setzero_si512())));
+    lanes[0].add(_mm256_loadu_ps(p + v), _mm256_loadu_ps(p + v + 8));
+    lanes[1].add(_mm256_loadu_ps(q + v), _mm256_loadu_ps(q + v + 8));
+  }
+  SPEC_VERIFY_AVX512 float at(int64_t v, int r) {
+    const float x = r == 0 ? p[v] : q[v];
+    tail_sign |= std::signbit(x);
+    if (r == 1) tail += static_cast<double>(residual_value(p[v], q[v], 1.0f, 1.0f));
+    return x;
+  }
+  SPEC_VERIFY_AVX512 void end_block(int64_t b, const GuessLanes* lanes) {
+    const __m512 g = lanes[0].guess;
+    const __m512d wide = _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(g)),
+                                       _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(g), 1))));
+    guess_sum[b] = _mm512_reduce_add_pd(wide) + tail;
+    tail = 0.0;
+  }
+};
+
+SPEC_VERIFY_AVX512_KERNEL bool f32_row_mass_pair_guess__avx512(const float* p, const float* q, int64_t n,
+                                                               double* p_blocks, double* q_blocks,
+                                                               double* p_mass, double* q_mass, double* guess_sum) {
+  PairGuessValues values{p, q, _mm512_setzero_si512(), false, guess_sum, 0.0};
+  double* const blocks[2] = {p_blocks, q_blocks};
+  double masses[2];
+  blocked_mass<GuessLanes>(values, n, blocks, masses);
+  if (values.tail_sign || _mm512_cmplt_epi32_mask(values.signs, _mm512_setzero_si512()) != 0 ||
+      !std::isfinite(masses[0]) || !std::isfinite(masses[1]))
+    return false;  // the caller goes row by row
+  *p_mass = masses[0];
+  *q_mass = masses[1];
+  return true;
+}
+
 // The clamp of residual_value() as an integer max with 0: a float's bits are a negative
 // int32 exactly when its sign is set, so -0.0 and every d < 0 become +0.0 and d > 0 stays
 // (d is never NaN: the rows are finite and residual_scales() keeps the products finite).
@@ -459,7 +519,7 @@ const KernelTable* avx512_kernels() {
                                  f32_row_weights__avx512, f32_keep_at_least__avx512,
                                  f32_gather_at_least__avx512, f32_residual_store__avx512, f32_row_sum_f32__avx512,
                                  f16_widen__avx512, bf16_widen__avx512, f32_row_block_sums__avx512,
-                                 f32_residual_block_sums__avx512};
+                                 f32_residual_block_sums__avx512, f32_row_mass_pair_guess__avx512};
   static const bool supported = __builtin_cpu_supports("avx512f");
   return supported ? &table : nullptr;
 }

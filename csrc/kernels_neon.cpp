@@ -367,7 +367,7 @@ const KernelTable* neon_kernels() {
                                  f32_row_weights__neon, f32_keep_at_least__neon,
                                  f32_gather_at_least__neon, f32_residual_store__neon, f32_row_sum_f32__neon,
                                  f16_widen__neon, bf16_widen__neon, f32_row_block_sums__neon,
-                                 f32_residual_block_sums__neon};
+                                 f32_residual_block_sums__neon, /*row_mass_pair_guess=*/nullptr};
   return &table;
 }
 

@@ -112,6 +112,8 @@ struct Side {
 struct Position {
   Side p, q;
   std::vector<double> r_blocks;
+  std::vector<double> guess_err;  // Note [Bounded sampling]: margins of guessed residual sums
+  bool guessed = false;           // r_blocks holds row_mass_pair_guess's sums
   double r_mass = -1.0;  // < 0: not summed
   float a = 0.0f, b = 0.0f;
   double rho = 1.0;
@@ -123,6 +125,7 @@ struct Position {
       if (warped && s->buffer.size() < static_cast<size_t>(vocab)) s->buffer.resize(vocab);
     }
     if (r_blocks.size() < blocks) r_blocks.resize(blocks);
+    if (guess_err.size() < blocks) guess_err.resize(blocks);
   }
 };
 
@@ -247,13 +250,23 @@ struct ProbRows {
   }
   // The target row's errors come first: a zero-mass target row is reported before the
   // draft row is looked at.
-  Outcome read_pair(int64_t i, Side* p, Side* q) const {
+  // guess_sum (optional): where row_mass_pair_guess may put its residual sums; *guessed
+  // says whether it did.
+  Outcome read_pair(int64_t i, Side* p, Side* q, double* guess_sum = nullptr, bool* guessed = nullptr) const {
     p->row = target.row(i);
     q->row = draft.row(i);
     const bool floats = p->row.type == Elem::kF32 && q->row.type == Elem::kF32;
-    if (!floats || kt.row_mass_pair == nullptr ||
-        !kt.row_mass_pair(static_cast<const float*>(p->row.data), static_cast<const float*>(q->row.data), vocab,
-                          p->blocks.data(), q->blocks.data(), &p->mass, &q->mass)) {
+    const float* pf = static_cast<const float*>(p->row.data);
+    const float* qf = static_cast<const float*>(q->row.data);
+    bool ok = false;
+    if (guessed != nullptr) *guessed = false;
+    if (floats && guess_sum != nullptr && kt.row_mass_pair_guess != nullptr) {
+      ok = kt.row_mass_pair_guess(pf, qf, vocab, p->blocks.data(), q->blocks.data(), &p->mass, &q->mass, guess_sum);
+      if (guessed != nullptr) *guessed = ok;
+    } else if (floats && kt.row_mass_pair != nullptr) {
+      ok = kt.row_mass_pair(pf, qf, vocab, p->blocks.data(), q->blocks.data(), &p->mass, &q->mass);
+    }
+    if (!ok) {
       // Row by row (no fast path, or it declined): the masses, or which row is at fault.
       const Outcome bad = read_target(i, p);
       if (bad.error != InputError::kNone) return bad;
@@ -289,7 +302,8 @@ struct LogitRows {
     return Outcome{};
   }
   Outcome read_target(int64_t i, Side* p) const { return read(target.row(i), false, i, p); }
-  Outcome read_pair(int64_t i, Side* p, Side* q) const {
+  Outcome read_pair(int64_t i, Side* p, Side* q, double* = nullptr, bool* guessed = nullptr) const {
+    if (guessed != nullptr) *guessed = false;
     const Outcome bad = read_target(i, p);
     if (bad.error != InputError::kNone) return bad;
     return read(draft.row(i), true, i, q);
@@ -353,12 +367,27 @@ int64_t draw_correction(const KernelTable& kt, Position& at, double u, int64_t v
     const float* q = static_cast<const float*>(at.q.row.data);
     residual_scales(at.p.mass, at.q.mass, &at.a, &at.b);
     const float a = at.a, b = at.b;
-    kt.residual_block_sums(p, q, a, b, vocab, at.r_blocks.data());
+    const auto value = [p, q, a, b](int64_t v) { return residual_value(p[v], q[v], a, b); };
     int64_t index = -1;
+    // The sums of max(0, p - q) from the pass over p and q, with each block's margin for
+    // a and b not being 1 (Note [Bounded sampling]); worth trying only near 1.
+    if (at.guessed && std::fabs(a - 1.0f) < 0x1p-12f && std::fabs(b - 1.0f) < 0x1p-12f) {
+      const double da = std::fabs(static_cast<double>(a) - 1.0), db = std::fabs(static_cast<double>(b) - 1.0);
+      const double fa = static_cast<double>(a) * (0x1p-23 + 0x1p-40), fb = static_cast<double>(b) * (0x1p-23 + 0x1p-40);
+      for (int64_t j = 0; j < num_blocks(vocab); ++j) {
+        const double pb = at.p.blocks[j] * (1.0 + 0x1p-40), qb = at.q.blocks[j] * (1.0 + 0x1p-40);
+        // Per value: |a - 1| p + |b - 1| q for the factors, 2^-23 (a p + b q) for rounding
+        // p a, q b and their difference, 2^-24 (p + q) for rounding p - q, and 2^-149 for
+        // products below the normal range (absolute there); then the guessed sum's own.
+        at.guess_err[j] = da * pb + db * qb + fa * pb + fb * qb + (0x1p-24 + 0x1p-40) * (pb + qb) + 0x1p-140 +
+                          kGuessSumBound * at.r_blocks[j];
+      }
+      if (bounded_sample_index(at.r_blocks.data(), vocab, u, value, &index, nullptr, at.guess_err.data()))
+        return index;
+    }
+    kt.residual_block_sums(p, q, a, b, vocab, at.r_blocks.data());
     double total = -1.0;
-    if (bounded_sample_index(at.r_blocks.data(), vocab, u,
-                             [p, q, a, b](int64_t v) { return residual_value(p[v], q[v], a, b); }, &index, &total))
-      return index;
+    if (bounded_sample_index(at.r_blocks.data(), vocab, u, value, &index, &total)) return index;
     // Every r'(v) is +0.0 exactly when the sums are: the canonical mass is 0 as well.
     if (total == 0.0) return draw(at.p, u, vocab);
     ++t_bounded_fallbacks;
@@ -395,7 +424,7 @@ Outcome token_round(const KernelTable& kt, const Reader& rows, bool one_hot, con
       if (u[i] * at.p.mass < static_cast<double>(at.p.at(t))) continue;
       return emitted(i, draw_without(kt, at.p, t, u[k], vocab));
     }
-    const Outcome bad = rows.read_pair(i, &at.p, &at.q);
+    const Outcome bad = rows.read_pair(i, &at.p, &at.q, at.r_blocks.data(), &at.guessed);
     if (bad.error != InputError::kNone) return bad;
     // Accept t with probability min(1, (p(t)/P) / (q(t)/Q)), without dividing:
     // u * q(t) * P < p(t) * Q. p(t) = 0 never passes; q(t) = 0 < p(t) always does.

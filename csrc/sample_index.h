@@ -80,35 +80,46 @@ namespace spec_verify {
 // A_{b-1} * d + s * 2^-43 of the same scan started from A_{b-1}. Sums of values >= 0 never
 // underflow harmfully (a sum of floats below the normal range is exact).
 // *total_out gets the sum of the F (0 exactly when every value is +0.0).
+//
+// block_err (optional): F[b] may also be off by up to block_err[b] (absolute, >= 0) from the
+// exact sum of the values, beyond kBlockSumBound: the F were summed from other values
+// (guessed factors). Running sums then carry the sum of those errors, taken 2^-20 larger to
+// cover the relative factors applied to them.
 template <class Value>
 bool bounded_sample_index(const double* block_sum, int64_t n, double u, Value value, int64_t* index,
-                          double* total_out = nullptr) {
+                          double* total_out = nullptr, const double* block_err = nullptr) {
   const int64_t blocks = num_blocks(n);
   const double d = kBlockSumBound + 0x1p-40 + static_cast<double>(blocks) * 0x1p-49;
-  double total = 0.0;
+  double total = 0.0, total_err = 0.0;
   for (int64_t b = 0; b < blocks; ++b) total += block_sum[b];
+  if (block_err != nullptr)
+    for (int64_t b = 0; b < blocks; ++b) total_err += block_err[b];
+  total_err *= 1.0 + 0x1p-20;
   if (total_out != nullptr) *total_out = total;
-  if (!(total > 0.0) || !(total <= std::numeric_limits<double>::max())) return false;
+  if (!(total > 0.0) || !(total <= std::numeric_limits<double>::max()) || !(total_err <= total)) return false;
   const double theta = u * total;
-  const double theta_err = theta * d;
+  const double theta_err = theta * d + u * (total_err * (1.0 + d));
   const double theta_lo = theta - theta_err, theta_hi = theta + theta_err;
   // The block: the first whose running sum certainly exceeds the threshold, every one
   // before it certainly not.
   int64_t chosen = -1;
-  double before = 0.0, running = 0.0;
+  double before = 0.0, running = 0.0, running_err = 0.0, before_err = 0.0;
   for (int64_t b = 0; b < blocks; ++b) {
     const double next = running + block_sum[b];
-    const double err = next * d;
+    const double next_err = block_err != nullptr ? running_err + block_err[b] * (1.0 + 0x1p-20) : 0.0;
+    const double err = next * d + next_err * (1.0 + d);
     if (next - err > theta_hi) {
       chosen = b;
       before = running;
+      before_err = running_err;
       break;
     }
     if (!(next + err < theta_lo)) return false;
     running = next;
+    running_err = next_err;
   }
   if (chosen < 0) return false;
-  const double before_err = before * d;
+  before_err = before * d + before_err * (1.0 + d);
   const int64_t begin = chosen * kMassBlock;
   const int64_t end = begin + kMassBlock < n ? begin + kMassBlock : n;
   int64_t last_positive = -1;

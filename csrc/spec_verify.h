@@ -70,12 +70,21 @@ inline int64_t num_blocks(int64_t n) { return (n + kMassBlock - 1) / kMassBlock;
 // is always sample_index's, bit for bit. Token-wise rounds on float32 rows draw this way
 // from the last row when every position is accepted (a float32 pass instead of row_mass)
 // and from the residual on a rejection (residual_block_sums instead of residual_mass);
-// both widen nothing to float64 per value. At a one-hot position that looks like a
+// both widen nothing to float64 per value. A rejection's residual is first tried from
+// sums made during the exact pass over p and q, with a = b = 1 guessed (rows near mass 1
+// have a and b within a few ulps of 1): each r'(v) is within |a - 1| p(v) + |b - 1| q(v) +
+// 2^-23 (a p(v) + b q(v)) + 2^-24 (p(v) + q(v)) of max(0, p(v) - q(v)), so each block's sum
+// is known within that much summed over the block (from the canonical block masses), an
+// absolute margin bounded_sample_index adds to its relative one; the residual's own float32
+// pass runs only if that draw is not certain. At a one-hot position that looks like a
 // rejection (Note [Mass bounds]'s guess), the row's block sums also bound P = total (1 +- d)
 // for the test u * P < p(t), and on a certain rejection the correction is drawn from them
 // with t's block summed again without t: one float32 pass for the whole position. Near-ties with the threshold (within about
 // 2^-20 of the total) fall back: rare unless the row is nearly flat where u lands.
 constexpr double kBlockSumBound = 0x1p-21;
+// row_mass_pair_guess's sums sum each block in one float32 accumulator per lane (16 adds):
+// within gamma_15 < 2^-20.
+constexpr double kGuessSumBound = 0x1p-20;
 
 // Note [Warping]
 // Logits become an unnormalised row by one warp, a pure function of the row and
@@ -175,6 +184,11 @@ struct KernelTable {
   // r'(v) the float residual_mass sums; the rows were validated by row_mass.
   void (*residual_block_sums)(const float* p, const float* q, float a, float b, int64_t n,
                               double* block_sum);
+  // Optional: row_mass_pair (same contract, same bits), also putting into guess_sum the
+  // block sums, within kGuessSumBound, of max(0, p(v) - q(v)) (one float32 subtraction): the
+  // residual with both factors guessed as 1 (Note [Bounded sampling], normalised rows).
+  bool (*row_mass_pair_guess)(const float* p, const float* q, int64_t n, double* p_blocks,
+                              double* q_blocks, double* p_mass, double* q_mass, double* guess_sum);
 };
 
 // ---- instruction sets and their selection (dispatch.cpp) --------------------------------

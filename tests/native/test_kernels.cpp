@@ -223,6 +223,26 @@ void kernel_parity(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int
         check(pair_same, label(*kt, "row_mass_pair", n, fill, at_end, offset) +
                              (pair_ok ? " (returned true)" : " (returned false)"));
       }
+      // row_mass_pair_guess: row_mass_pair's answer and bits, and the block sums of
+      // max(0, p - q) within kGuessSumBound.
+      if (kt->row_mass_pair_guess != nullptr) {
+        std::vector<double> pair_p(blocks), pair_q(blocks), guess(blocks, -1.0), exact(blocks, 0.0);
+        double pm = -2.0, qm = -2.0;
+        const bool ok = kt->row_mass_pair_guess(p.data, q.data, n, pair_p.data(), pair_q.data(), &pm, &qm, guess.data());
+        bool same = !(ref_mass_ok && q_ok) || has_negative_zero(pv) || has_negative_zero(qv);
+        if (ok) {
+          same = ref_mass_ok && q_ok && bits(pm) == bits(ref_mass) && bits(qm) == bits(ref_q_mass);
+          for (int64_t b = 0; b < blocks; ++b) {
+            same &= bits(pair_p[b]) == bits(ref_blocks[b]) && bits(pair_q[b]) == bits(q_blocks[b]);
+            long double e = 0.0L;  // exact enough: 64-bit significand, at most 256 terms
+            for (int64_t v = b * sv::kMassBlock; v < std::min(n, (b + 1) * sv::kMassBlock); ++v)
+              e += static_cast<long double>(sv::residual_value(p.data[v], q.data[v], 1.0f, 1.0f));
+            const bool inf_ok = std::isinf(guess[b]) && e > 0x1p127L;
+            same &= inf_ok || std::fabs(static_cast<long double>(guess[b]) - e) <= (sv::kGuessSumBound + 0x1p-45) * e;
+          }
+        }
+        check(same, label(*kt, "row_mass_pair_guess", n, fill, at_end, offset) + (ok ? " (returned true)" : " (returned false)"));
+      }
 
       if (ref_mass_ok && q_ok && ref_mass > 0 && ref_q_mass > 0) {
         float a, b;
@@ -952,6 +972,15 @@ void mass_bound_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, 
 // The table without the float32 shortcuts: canonical masses everywhere.
 sv::KernelTable exact_only(const sv::KernelTable& kt) { return without_bounds(kt); }
 
+// A table whose residual_block_sums counts its calls: a rejection drawn from the sums
+// guessed during the pass over p and q never calls it.
+const sv::KernelTable* g_counted = nullptr;
+int64_t g_residual_sums_calls = 0;
+void counted_residual_sums(const float* p, const float* q, float a, float b, int64_t n, double* sums) {
+  ++g_residual_sums_calls;
+  g_counted->residual_block_sums(p, q, a, b, n, sums);
+}
+
 // A uniform whose threshold u * T lands on a canonical running sum of the draw (Note
 // [Blocked sampling]), give or take up to two ulps: the end of the blocks before a random
 // one (if they hold mass), or the in-block running sum at a random positive value of it. blocks: the canonical block
@@ -1022,6 +1051,7 @@ void bounded_sampling_tests(Rng& rng, const std::vector<const sv::KernelTable*>&
 
   // Rounds: K target rows accepted for sure (draft row = target row, token its argmax), or
   // rejected at 0 (p_0(t_0) = 0).
+  int64_t guessed_draws = 0;
   for (int r = 0; r < count / 4; ++r) {
     const int64_t k = 1 + rng.below(4);
     const int64_t n = 2 + rng.below(max_n);
@@ -1033,12 +1063,28 @@ void bounded_sampling_tests(Rng& rng, const std::vector<const sv::KernelTable*>&
       std::copy(v.begin(), v.end(), p.begin() + i * n);
     }
     const bool reject = rng.below(2) == 0;
+    // Rows of mass near 1 in half the rounds: the residual's factors are then within a few
+    // ulps of 1 and a rejection tries the sums guessed during the pass over p and q.
+    const bool normalised = rng.below(2) == 0;
+    const auto normalise = [&](std::vector<float>& v) {
+      double sum = 0.0;
+      for (float x : v) sum += x;
+      for (float& x : v) x = static_cast<float>(x / sum);
+    };
+    if (normalised) {
+      for (int64_t i = 0; i <= k; ++i) {
+        std::vector<float> v(p.begin() + i * n, p.begin() + (i + 1) * n);
+        normalise(v);
+        std::copy(v.begin(), v.end(), p.begin() + i * n);
+      }
+    }
     std::vector<int64_t> tokens(k);
     for (int64_t i = 0; i < k; ++i) {
       std::vector<float> v(p.begin() + i * n, p.begin() + (i + 1) * n);
       if (reject && i == 0) {
         v = make_row(rng, n, kUniform);
         v[rng.below(n)] = 0.5f;
+        if (normalised) normalise(v);
       }
       std::copy(v.begin(), v.end(), q.begin() + i * n);
       int64_t best = 0;
@@ -1071,8 +1117,15 @@ void bounded_sampling_tests(Rng& rng, const std::vector<const sv::KernelTable*>&
     const sv::Rows t_rows{p.data(), n}, d_rows{q.data(), n};
     for (const sv::KernelTable* kt : kts) {
       const sv::KernelTable exact = exact_only(*kt);
+      sv::KernelTable counted = *kt;
+      if (kt->residual_block_sums != nullptr) {
+        g_counted = kt;
+        counted.residual_block_sums = counted_residual_sums;
+      }
+      const int64_t calls = g_residual_sums_calls;
       const int64_t before = sv::bounded_draw_fallbacks();
-      const sv::Outcome a = sv::accept_round(*kt, t_rows, d_rows, tokens.data(), u.data(), k, n);
+      const sv::Outcome a = sv::accept_round(counted, t_rows, d_rows, tokens.data(), u.data(), k, n);
+      guessed_draws += kt->row_mass_pair_guess != nullptr && reject && !boundary && g_residual_sums_calls == calls;
       const int64_t fallbacks = sv::bounded_draw_fallbacks() - before;
       const sv::Outcome b = sv::accept_round(exact, t_rows, d_rows, tokens.data(), u.data(), k, n);
       char buf[200];
@@ -1086,6 +1139,9 @@ void bounded_sampling_tests(Rng& rng, const std::vector<const sv::KernelTable*>&
       if (!has) check(fallbacks == 0, std::string(buf) + ": nothing to fall back from");
     }
   }
+
+  if (count >= 80 && std::any_of(kts.begin(), kts.end(), [](auto* kt) { return kt->row_mass_pair_guess != nullptr; }))
+    check(guessed_draws > 0, "rejections drawn from the guessed residual sums (" + std::to_string(guessed_draws) + ")");
 
   // One-hot drafts: a position decided and its correction drawn from one float32 pass.
   // Rejected at 0 (u_0 well above p(t) / P) with u_K at a running sum of p without t, or
