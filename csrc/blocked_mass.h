@@ -12,7 +12,10 @@
 //   Source: Source::kRows rows of n values read side by side (one row, a target row and its
 //   draft row, a residual computed from two rows).
 //     add16(v, lanes)  adds values v .. v+15 of row r to lanes[r], value v+j to lane j;
-//     at(v, r)         value v of row r as a float (the block tails).
+//     at(v, r)         value v of row r as a float (the block tails);
+//     end_block(b, lanes)  (optional) called once block b is summed, with its lanes
+//                      (lanes[r] for row r), for sources that keep sums of their own per
+//                      block (in lanes of a Lanes type with room for them).
 //
 // The driver is inlined into each path's kernel (SPEC_VERIFY_INLINE), so that the lane
 // arithmetic, compiled for that path's instruction set, is inlined into it in turn.
@@ -49,6 +52,7 @@ SPEC_VERIFY_INLINE void blocked_mass(Source& source, int64_t n, double* const* b
         block_mass[r][b + k] = sum;
         total[r] += sum;
       }
+      if constexpr (requires { source.end_block(b, lanes[k]); }) source.end_block(b + k, lanes[k]);
     }
   }
   for (; begin < n; ++b, begin += kMassBlock) {
@@ -63,6 +67,7 @@ SPEC_VERIFY_INLINE void blocked_mass(Source& source, int64_t n, double* const* b
       block_mass[r][b] = sum;
       total[r] += sum;
     }
+    if constexpr (requires { source.end_block(b, lanes); }) source.end_block(b, lanes);
   }
   for (int r = 0; r < kRows; ++r) mass[r] = total[r];
 }
@@ -152,6 +157,28 @@ inline int64_t gather_at_least_from(const float* w, int64_t v, int64_t n, float 
     m += w[v] >= t;
   }
   return m;
+}
+
+// Note [Bounded sampling]: approximate block sums within kBlockSumBound. Inside a block, group
+// g of 16 values goes to float32 accumulator g % 4 lane by lane (each from +0.0, so at most
+// four values and three rounding adds per lane), the four accumulators are added as
+// (0 + 1) + (2 + 3), and the 16 lanes and the block's last len % 16 values are summed in
+// float64: at most five float32 roundings on the way from a value to its block sum.
+// Source::f32(v) is value v as a float; the SIMD paths follow the same scheme in vectors
+// (any scheme within the bound would do: the sums decide only whether a draw is certain).
+template <class Source>
+inline void block_sums_f32_from(Source& source, int64_t n, double* block_sum) {
+  for (int64_t b = 0, begin = 0; begin < n; ++b, begin += kMassBlock) {
+    const int64_t end = n - begin < kMassBlock ? n : begin + kMassBlock;
+    const int64_t body_end = end - (end - begin) % kLanes;
+    float acc[4][kLanes] = {};
+    for (int64_t v = begin, g = 0; v < body_end; v += kLanes, ++g)
+      for (int j = 0; j < kLanes; ++j) acc[g % 4][j] += source.f32(v + j);
+    double sum = 0.0;
+    for (int j = 0; j < kLanes; ++j) sum += static_cast<double>((acc[0][j] + acc[1][j]) + (acc[2][j] + acc[3][j]));
+    for (int64_t v = body_end; v < end; ++v) sum += static_cast<double>(source.f32(v));
+    block_sum[b] = sum;
+  }
 }
 
 // What row_mass accepts: every value in [+0.0, FLT_MAX] (-0.0 counts as zero). The SIMD

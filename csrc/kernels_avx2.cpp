@@ -247,6 +247,83 @@ SPEC_VERIFY_AVX2_KERNEL void f32_residual_store__avx2(const float* p, const floa
   *mass = blocked_mass<ScaledLanes>(values, n, block_mass);
 }
 
+// Note [Bounded sampling]: block_sums_f32_from's scheme (blocked_mass.h), 16 lanes as two
+// vectors of 8 per accumulator.
+// Whole blocks here (the accumulators stay in registers); a last, shorter block value by
+// value through block_sums_f32_from (Source::f32).
+template <class Source>
+SPEC_VERIFY_AVX2 inline __attribute__((always_inline)) void block_sums_f32_avx2(Source& source, int64_t n,
+                                                                                  double* block_sum) {
+  int64_t b = 0, begin = 0;
+  for (; n - begin >= kMassBlock; ++b, begin += kMassBlock) {
+    __m256 acc[4][2];
+    for (auto& a : acc) a[0] = a[1] = _mm256_setzero_ps();
+    for (int64_t v = begin; v < begin + kMassBlock; v += 4 * kLanes) {
+      for (int k = 0; k < 4; ++k) {
+        acc[k][0] = _mm256_add_ps(acc[k][0], source.load8(v + 16 * k));
+        acc[k][1] = _mm256_add_ps(acc[k][1], source.load8(v + 16 * k + 8));
+      }
+    }
+    const __m256 s0 = _mm256_add_ps(_mm256_add_ps(acc[0][0], acc[1][0]), _mm256_add_ps(acc[2][0], acc[3][0]));
+    const __m256 s1 = _mm256_add_ps(_mm256_add_ps(acc[0][1], acc[1][1]), _mm256_add_ps(acc[2][1], acc[3][1]));
+    const __m256d w = _mm256_add_pd(_mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(s0)),
+                                                  _mm256_cvtps_pd(_mm256_extractf128_ps(s0, 1))),
+                                    _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(s1)),
+                                                  _mm256_cvtps_pd(_mm256_extractf128_ps(s1, 1))));
+    const __m128d two = _mm_add_pd(_mm256_castpd256_pd128(w), _mm256_extractf128_pd(w, 1));
+    block_sum[b] = _mm_cvtsd_f64(_mm_add_sd(two, _mm_unpackhi_pd(two, two)));
+  }
+  if (begin < n) {
+    struct Tail {
+      Source& source;
+      int64_t begin;
+      float f32(int64_t v) { return source.at(begin + v); }
+    } tail{source, begin};
+    block_sums_f32_from(tail, n - begin, block_sum + b);
+  }
+}
+
+// The row's values, every sign bit or-ed into `signs`; a positive NaN or infinity makes
+// the sums non-finite, which the caller checks.
+struct RowF32Values {
+  const float* row;
+  __m256i signs;
+  bool tail_sign;
+  SPEC_VERIFY_AVX2 __m256 load8(int64_t v) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + v));
+    signs = _mm256_or_si256(signs, x);
+    return _mm256_castsi256_ps(x);
+  }
+  float at(int64_t v) {
+    tail_sign |= std::signbit(row[v]);
+    return row[v];
+  }
+};
+
+SPEC_VERIFY_AVX2_KERNEL bool f32_row_block_sums__avx2(const float* row, int64_t n, double* block_sum) {
+  RowF32Values source{row, _mm256_setzero_si256(), false};
+  block_sums_f32_avx2(source, n, block_sum);
+  return !source.tail_sign && _mm256_movemask_ps(_mm256_castsi256_ps(source.signs)) == 0;
+}
+
+struct ResidualF32Values {
+  const float* p;
+  const float* q;
+  __m256 va, vb;
+  float a, b;
+  SPEC_VERIFY_AVX2 __m256 load8(int64_t v) const {
+    const __m256 d = _mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(p + v), va), _mm256_mul_ps(_mm256_loadu_ps(q + v), vb));
+    return _mm256_castsi256_ps(_mm256_max_epi32(_mm256_castps_si256(d), _mm256_setzero_si256()));
+  }
+  float at(int64_t v) const { return residual_value(p[v], q[v], a, b); }
+};
+
+SPEC_VERIFY_AVX2_KERNEL void f32_residual_block_sums__avx2(const float* p, const float* q, float a, float b,
+                                                           int64_t n, double* block_sum) {
+  ResidualF32Values source{p, q, _mm256_set1_ps(a), _mm256_set1_ps(b), a, b};
+  block_sums_f32_avx2(source, n, block_sum);
+}
+
 // Note [One exp], 8 lanes.
 struct Avx2Ops {
   using F = __m256;
@@ -320,26 +397,28 @@ SPEC_VERIFY_AVX2_KERNEL void f32_keep_at_least__avx2(const float* w, int64_t n, 
 // takes it).
 SPEC_VERIFY_AVX2 bool f32_row_sum_f32__avx2(const float* row, int64_t n, float* sum) {
   __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-  __m256i high = _mm256_setzero_si256();
+  __m256i signs = _mm256_setzero_si256();
   int64_t v = 0;
   for (; v + 32 <= n; v += 32) {
-    const __m256 x0 = _mm256_loadu_ps(row + v), x1 = _mm256_loadu_ps(row + v + 8);
-    const __m256 x2 = _mm256_loadu_ps(row + v + 16), x3 = _mm256_loadu_ps(row + v + 24);
-    high = _mm256_max_epu32(high, _mm256_max_epu32(_mm256_max_epu32(_mm256_castps_si256(x0), _mm256_castps_si256(x1)),
-                                                   _mm256_max_epu32(_mm256_castps_si256(x2), _mm256_castps_si256(x3))));
+    __m256 x0 = _mm256_loadu_ps(row + v), x1 = _mm256_loadu_ps(row + v + 8);
+    __m256 x2 = _mm256_loadu_ps(row + v + 16), x3 = _mm256_loadu_ps(row + v + 24);
+    // Each vector loaded once: GCC would otherwise load it again for the adds.
+    asm("" : "+x"(x0), "+x"(x1), "+x"(x2), "+x"(x3));
+    // Sign bits or-ed (negatives and -0.0 refused); +inf or a NaN makes the sum non-finite.
+    signs = _mm256_or_si256(signs, _mm256_or_si256(_mm256_or_si256(_mm256_castps_si256(x0), _mm256_castps_si256(x1)),
+                                                   _mm256_or_si256(_mm256_castps_si256(x2), _mm256_castps_si256(x3))));
     s0 = _mm256_add_ps(s0, x0);
     s1 = _mm256_add_ps(s1, x1);
     s2 = _mm256_add_ps(s2, x2);
     s3 = _mm256_add_ps(s3, x3);
   }
-  const __m256i inf = _mm256_set1_epi32(static_cast<int>(kInfBits));
-  if (_mm256_movemask_epi8(_mm256_cmpeq_epi32(_mm256_max_epu32(high, inf), high)) != 0) return false;
+  if (_mm256_movemask_ps(_mm256_castsi256_ps(signs)) != 0) return false;
   alignas(32) float lanes[8];
   _mm256_store_ps(lanes, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
   float s = 0.0f;
   for (float x : lanes) s += x;
   for (; v < n; ++v) {
-    if (std::bit_cast<uint32_t>(row[v]) >= kInfBits) return false;
+    if (std::signbit(row[v])) return false;
     s += row[v];
   }
   *sum = s;
@@ -385,7 +464,8 @@ const KernelTable* avx2_kernels() {
                                  f32_row_mass_pair__avx2, f32_residual_mass__avx2,
                                  f32_row_weights__avx2, f32_keep_at_least__avx2,
                                  f32_gather_at_least__avx2, f32_residual_store__avx2, f32_row_sum_f32__avx2,
-                                 f16_widen__avx2, bf16_widen__avx2};
+                                 f16_widen__avx2, bf16_widen__avx2, f32_row_block_sums__avx2,
+                                 f32_residual_block_sums__avx2, /*row_mass_pair_guess=*/nullptr};
   // Every CPU with AVX2 has F16C too; both are checked all the same.
   static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
   return supported ? &table : nullptr;

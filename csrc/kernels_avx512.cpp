@@ -24,10 +24,11 @@
 #include <cstdint>
 #include <limits>
 
-// GCC 12's avx512fintrin.h passes _mm512_undefined_epi32() as the unused source of the
+// GCC 12's avx512fintrin.h passes _mm512_undefined_epi32() (and _pd) as the unused source of the
 // masked builtins behind plain intrinsics; once inlined, -Wmaybe-uninitialized reports it.
 // Nothing reads that value.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 // flatten: the shared drivers and the lane arithmetic are inlined into each kernel.
 #define SPEC_VERIFY_AVX512 __attribute__((target("avx512f")))
@@ -96,9 +97,11 @@ SPEC_VERIFY_AVX512_KERNEL bool f32_row_argmax__avx512(const float* row, int64_t 
 // Note [Canonical mass order] in two registers: lo holds lanes 0..7, hi lanes 8..15.
 // l[j] += l[j+8] is lo + hi; l[j] += l[j+4] adds its 256-bit halves, l[j] += l[j+2] their
 // 128-bit halves, and the block sum is l[0] + l[1]. Each row has only two add chains, so
-// the driver sums two blocks side by side.
-struct Avx512Lanes {
-  static constexpr int kBlocksAtOnce = 2;
+// the driver sums two blocks side by side (four for the plain masses: measured 3-8% faster
+// there, where nothing else holds registers).
+template <int kAtOnce>
+struct Avx512LanesOf {
+  static constexpr int kBlocksAtOnce = kAtOnce;
   __m512d lo, hi;
   SPEC_VERIFY_AVX512 void clear() { lo = hi = _mm512_setzero_pd(); }
   // Values v .. v+7 (x) and v+8 .. v+15 (y), widened exactly (vcvtps2pd).
@@ -113,49 +116,138 @@ struct Avx512Lanes {
     return _mm_cvtsd_f64(_mm_add_sd(two, _mm_unpackhi_pd(two, two)));
   }
 };
+using Avx512Lanes = Avx512LanesOf<2>;
+using Avx512MassLanes = Avx512LanesOf<4>;
 
-// Validation as on AVX2: as unsigned integers, the bits of every float in [+0.0, FLT_MAX]
-// lie below those of +inf (0x7f800000) and the bits of every other float (-0.0, negatives,
-// infinities, NaNs) at or above them. The row keeps the unsigned max of its bits; only
-// when that reaches +inf's bits is it checked value by value. The widening here is a
-// conversion, so -0.0 sums as the reference sums it and needs no second pass.
-constexpr uint32_t kInfBits = 0x7f800000u;
 
+// Validation by sign bits and sums: every load of 16 values is or-ed into `signs`, which
+// flags any value with its sign bit set (negatives, -inf, a NaN with the sign bit, and
+// -0.0, which row_mass takes: a flagged row is checked value by value). A value that is
+// +inf or a NaN without the sign bit makes its lane, block mass and row mass non-finite
+// (each value widens exactly, and sums of values <= FLT_MAX never overflow a double). So a
+// row whose sign bits are clear and whose mass is finite holds only values in [+0.0,
+// FLT_MAX]. An or is one uop on either vector port; the unsigned max it replaces ran on
+// port 0 only, beside the conversions' port-0 half.
 struct RowValues {
   static constexpr int kRows = 1;
   const float* row;
-  __m512i high;  // unsigned max of the bits seen
-  bool tail_high;
-  SPEC_VERIFY_AVX512 void add16(int64_t v, Avx512Lanes* lanes) {
-    high = _mm512_max_epu32(high, _mm512_loadu_si512(row + v));
+  __m512i signs;
+  bool tail_sign;
+  SPEC_VERIFY_AVX512 void add16(int64_t v, Avx512MassLanes* lanes) {
+    signs = _mm512_or_si512(signs, _mm512_loadu_si512(row + v));
     lanes[0].add(_mm256_loadu_ps(row + v), _mm256_loadu_ps(row + v + 8));
   }
   SPEC_VERIFY_AVX512 float at(int64_t v, int) {
-    tail_high |= std::bit_cast<uint32_t>(row[v]) >= kInfBits;
+    tail_sign |= std::signbit(row[v]);
     return row[v];
   }
-  // True if some value seen was not in [+0.0, FLT_MAX].
-  SPEC_VERIFY_AVX512 bool flagged() const {
-    return tail_high || _mm512_cmpge_epu32_mask(high, _mm512_set1_epi32(static_cast<int>(kInfBits))) != 0;
+  SPEC_VERIFY_AVX512 bool sign_seen() const {
+    return tail_sign || _mm512_cmplt_epi32_mask(signs, _mm512_setzero_si512()) != 0;
   }
 };
 
 SPEC_VERIFY_AVX512_KERNEL bool f32_row_mass__avx512(const float* row, int64_t n,
                                                     double* block_mass, double* mass) {
   RowValues values{row, _mm512_setzero_si512(), false};
-  const double total = blocked_mass<Avx512Lanes>(values, n, block_mass);
-  if (values.flagged() && !valid_mass_row(row, n)) return false;
+  const double total = blocked_mass<Avx512MassLanes>(values, n, block_mass);
+  if ((values.sign_seen() || !std::isfinite(total)) && !valid_mass_row(row, n)) return false;
   *mass = total;
   return true;
 }
 
-// Both rows of a position side by side: more independent add chains.
+// Both rows of a position side by side: more independent add chains, and one vpternlogd
+// (a | b | c) ors the sign bits of both rows' 16 values into one register.
+struct PairValues {
+  static constexpr int kRows = 2;
+  const float* p;
+  const float* q;
+  __m512i signs;
+  bool tail_sign;
+  SPEC_VERIFY_AVX512 void add16(int64_t v, Avx512MassLanes* lanes) {
+    signs = _mm512_ternarylogic_epi32(_mm512_loadu_si512(p + v), _mm512_loadu_si512(q + v), signs, 0xfe);
+    lanes[0].add(_mm256_loadu_ps(p + v), _mm256_loadu_ps(p + v + 8));
+    lanes[1].add(_mm256_loadu_ps(q + v), _mm256_loadu_ps(q + v + 8));
+  }
+  SPEC_VERIFY_AVX512 float at(int64_t v, int r) {
+    const float x = r == 0 ? p[v] : q[v];
+    tail_sign |= std::signbit(x);
+    return x;
+  }
+};
+
 SPEC_VERIFY_AVX512_KERNEL bool f32_row_mass_pair__avx512(const float* p, const float* q, int64_t n,
                                                          double* p_blocks, double* q_blocks,
                                                          double* p_mass, double* q_mass) {
-  return blocked_mass_pair<Avx512Lanes>(RowValues{p, _mm512_setzero_si512(), false},
-                                        RowValues{q, _mm512_setzero_si512(), false}, n,
-                                        p_blocks, q_blocks, p_mass, q_mass);
+  PairValues values{p, q, _mm512_setzero_si512(), false};
+  double* const blocks[2] = {p_blocks, q_blocks};
+  double masses[2];
+  blocked_mass<Avx512MassLanes>(values, n, blocks, masses);
+  if (values.tail_sign || _mm512_cmplt_epi32_mask(values.signs, _mm512_setzero_si512()) != 0 ||
+      !std::isfinite(masses[0]) || !std::isfinite(masses[1]))
+    return false;  // the caller goes row by row
+  *p_mass = masses[0];
+  *q_mass = masses[1];
+  return true;
+}
+
+// row_mass_pair_guess: PairValues, and the float32 sums of max(0, p - q) per block (Note
+// [Bounded sampling]) in one more register per block (GuessLanes, so the driver's unrolled
+// blocks keep it in a register too): the vectors loaded for the sign bits give the
+// difference; the tail values (at(v, 1) follows at(v, 0)) go in float64.
+struct GuessLanes : Avx512MassLanes {
+  __m512 guess;
+  SPEC_VERIFY_AVX512 void clear() {
+    Avx512MassLanes::clear();
+    guess = _mm512_setzero_ps();
+  }
+};
+
+struct PairGuessValues {
+  static constexpr int kRows = 2;
+  const float* p;
+  const float* q;
+  __m512i signs;
+  bool tail_sign;
+  double* guess_sum;
+  double tail;
+  SPEC_VERIFY_AVX512 void add16(int64_t v, GuessLanes* lanes) {
+    __m512i x = _mm512_loadu_si512(p + v), y = _mm512_loadu_si512(q + v);
+    asm("" : "+v"(x), "+v"(y));  // loaded once (GCC would load them again for the difference)
+    signs = _mm512_ternarylogic_epi32(x, y, signs, 0xfe);
+    const __m512 d = _mm512_sub_ps(_mm512_castsi512_ps(x), _mm512_castsi512_ps(y));
+    lanes[0].guess = _mm512_add_ps(lanes[0].guess,
+                                   _mm512_castsi512_ps(_mm512_max_epi32(_mm512_castps_si512(d), _mm512_setzero_si512())));
+    lanes[0].add(_mm256_loadu_ps(p + v), _mm256_loadu_ps(p + v + 8));
+    lanes[1].add(_mm256_loadu_ps(q + v), _mm256_loadu_ps(q + v + 8));
+  }
+  SPEC_VERIFY_AVX512 float at(int64_t v, int r) {
+    const float x = r == 0 ? p[v] : q[v];
+    tail_sign |= std::signbit(x);
+    if (r == 1) tail += static_cast<double>(residual_value(p[v], q[v], 1.0f, 1.0f));
+    return x;
+  }
+  SPEC_VERIFY_AVX512 void end_block(int64_t b, const GuessLanes* lanes) {
+    const __m512 g = lanes[0].guess;
+    const __m512d wide = _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(g)),
+                                       _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(g), 1))));
+    guess_sum[b] = _mm512_reduce_add_pd(wide) + tail;
+    tail = 0.0;
+  }
+};
+
+SPEC_VERIFY_AVX512_KERNEL bool f32_row_mass_pair_guess__avx512(const float* p, const float* q, int64_t n,
+                                                               double* p_blocks, double* q_blocks,
+                                                               double* p_mass, double* q_mass, double* guess_sum) {
+  PairGuessValues values{p, q, _mm512_setzero_si512(), false, guess_sum, 0.0};
+  double* const blocks[2] = {p_blocks, q_blocks};
+  double masses[2];
+  blocked_mass<GuessLanes>(values, n, blocks, masses);
+  if (values.tail_sign || _mm512_cmplt_epi32_mask(values.signs, _mm512_setzero_si512()) != 0 ||
+      !std::isfinite(masses[0]) || !std::isfinite(masses[1]))
+    return false;  // the caller goes row by row
+  *p_mass = masses[0];
+  *q_mass = masses[1];
+  return true;
 }
 
 // The clamp of residual_value() as an integer max with 0: a float's bits are a negative
@@ -252,29 +344,138 @@ SPEC_VERIFY_AVX512_KERNEL void f32_keep_at_least__avx512(const float* w, int64_t
   blocked_keep_at_least<Avx512Lanes, KeepValues>(w, n, t, r, r_blocks, r_mass, above_blocks, above_mass);
 }
 
-// Note [Mass bounds]: four float32 accumulators of 16 lanes; the unsigned max of the bits
-// vouches for every value in [+0.0, FLT_MAX] (-0.0 too is refused: row_mass takes it).
+// Note [Mass bounds]: four float32 accumulators of 16 lanes. Vouching as row_mass does (see
+// RowValues): the sign bits or-ed, two vectors at a time into one vpternlogd, refuse
+// negatives and -0.0; +inf or a NaN makes the sum non-finite, which is refused too.
 SPEC_VERIFY_AVX512 bool f32_row_sum_f32__avx512(const float* row, int64_t n, float* sum) {
   __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-  __m512i high = _mm512_setzero_si512();
+  __m512i signs = _mm512_setzero_si512();
   int64_t v = 0;
   for (; v + 64 <= n; v += 64) {
-    const __m512i x0 = _mm512_loadu_si512(row + v), x1 = _mm512_loadu_si512(row + v + 16);
-    const __m512i x2 = _mm512_loadu_si512(row + v + 32), x3 = _mm512_loadu_si512(row + v + 48);
-    high = _mm512_max_epu32(high, _mm512_max_epu32(_mm512_max_epu32(x0, x1), _mm512_max_epu32(x2, x3)));
+    __m512i x0 = _mm512_loadu_si512(row + v), x1 = _mm512_loadu_si512(row + v + 16);
+    __m512i x2 = _mm512_loadu_si512(row + v + 32), x3 = _mm512_loadu_si512(row + v + 48);
+    // Each vector loaded once (as in block_max): GCC would otherwise fold second loads
+    // into the adds, and the loop would wait on the load ports.
+    asm("" : "+v"(x0), "+v"(x1), "+v"(x2), "+v"(x3));
+    signs = _mm512_ternarylogic_epi32(signs, x0, x1, 0xfe);
+    signs = _mm512_ternarylogic_epi32(signs, x2, x3, 0xfe);
     s0 = _mm512_add_ps(s0, _mm512_castsi512_ps(x0));
     s1 = _mm512_add_ps(s1, _mm512_castsi512_ps(x1));
     s2 = _mm512_add_ps(s2, _mm512_castsi512_ps(x2));
     s3 = _mm512_add_ps(s3, _mm512_castsi512_ps(x3));
   }
-  if (_mm512_cmpge_epu32_mask(high, _mm512_set1_epi32(static_cast<int>(kInfBits))) != 0) return false;
+  if (_mm512_cmplt_epi32_mask(signs, _mm512_setzero_si512()) != 0) return false;
   float s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
   for (; v < n; ++v) {
-    if (std::bit_cast<uint32_t>(row[v]) >= kInfBits) return false;
+    if (std::signbit(row[v])) return false;
     s += row[v];
   }
   *sum = s;
   return std::isfinite(s);
+}
+
+// Note [Bounded sampling]: the scheme of block_sums_f32_from (blocked_mass.h) in vectors:
+// group g of a block into accumulator g % 4 (its first group taken as it is, which is
+// +0.0 + x up to the sign of a zero), the accumulators added as (0 + 1) + (2 + 3), the 16
+// lanes widened and summed in float64 with the block's tail. Nothing is widened per value.
+template <class Source>
+SPEC_VERIFY_AVX512 SPEC_VERIFY_INLINE void block_sums_f32_avx512(Source& source, int64_t n, double* block_sum) {
+  int64_t b = 0, begin = 0;
+  for (; n - begin >= kMassBlock; ++b, begin += kMassBlock) {
+    __m512 a0 = source.load16(begin), a1 = source.load16(begin + 16);
+    __m512 a2 = source.load16(begin + 32), a3 = source.load16(begin + 48);
+    for (int64_t g = 64; g < kMassBlock; g += 64) {
+      a0 = _mm512_add_ps(a0, source.load16(begin + g));
+      a1 = _mm512_add_ps(a1, source.load16(begin + g + 16));
+      a2 = _mm512_add_ps(a2, source.load16(begin + g + 32));
+      a3 = _mm512_add_ps(a3, source.load16(begin + g + 48));
+    }
+    const __m512 s = _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3));
+    const __m512d wide = _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(s)),
+                                       _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1))));
+    block_sum[b] = _mm512_reduce_add_pd(wide);
+  }
+  if (begin < n) {
+    const int64_t body_end = n - (n - begin) % kLanes;
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int64_t v = begin, g = 0; v < body_end; v += kLanes, ++g) acc[g % 4] = _mm512_add_ps(acc[g % 4], source.load16(v));
+    const __m512 s = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
+    const __m512d wide = _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(s)),
+                                       _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1))));
+    double sum = _mm512_reduce_add_pd(wide);
+    for (int64_t v = body_end; v < n; ++v) sum += static_cast<double>(source.at(v));
+    block_sum[b] = sum;
+  }
+}
+
+// The row's values for block_sums_f32_avx512 (the tail block below); every sign bit seen is
+// or-ed into `signs`.
+struct RowF32Values {
+  const float* row;
+  __m512i signs;
+  bool tail_sign;
+  SPEC_VERIFY_AVX512 SPEC_VERIFY_INLINE __m512 load16(int64_t v) {
+    const __m512i x = _mm512_loadu_si512(row + v);
+    signs = _mm512_or_si512(signs, x);
+    return _mm512_castsi512_ps(x);
+  }
+  SPEC_VERIFY_AVX512 float at(int64_t v) {
+    tail_sign |= std::signbit(row[v]);
+    return row[v];
+  }
+};
+
+// Whole blocks: each vector loaded once (as in block_max: GCC would load them again
+// for the adds) and its sign bits or-ed into `signs`, two vectors per vpternlogd. A
+// positive NaN or infinity makes its block sum, and so the total, non-finite, which the
+// caller checks.
+SPEC_VERIFY_AVX512_KERNEL bool f32_row_block_sums__avx512(const float* row, int64_t n, double* block_sum) {
+  __m512i signs = _mm512_setzero_si512();
+  int64_t b = 0, begin = 0;
+  for (; n - begin >= kMassBlock; ++b, begin += kMassBlock) {
+    __m512 acc[4];
+    for (int64_t g = 0; g < kMassBlock; g += 128) {
+      __m512i x[8];
+      for (int k = 0; k < 8; ++k) x[k] = _mm512_loadu_si512(row + begin + g + 16 * k);
+      asm("" : "+v"(x[0]), "+v"(x[1]), "+v"(x[2]), "+v"(x[3]), "+v"(x[4]), "+v"(x[5]), "+v"(x[6]), "+v"(x[7]));
+      for (int k = 0; k < 8; k += 2) signs = _mm512_ternarylogic_epi32(signs, x[k], x[k + 1], 0xfe);
+      for (int k = 0; k < 4; ++k) {
+        const __m512 lo = _mm512_castsi512_ps(x[k]), hi = _mm512_castsi512_ps(x[k + 4]);
+        acc[k] = g == 0 ? _mm512_add_ps(lo, hi) : _mm512_add_ps(acc[k], _mm512_add_ps(lo, hi));
+      }
+    }
+    // Group g went to accumulator g % 4 as ((g0 + g4) + (g8 + g12)): three roundings, as
+    // many as in sequence; then (0 + 1) + (2 + 3).
+    const __m512 s = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
+    const __m512d wide = _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(s)),
+                                       _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1))));
+    block_sum[b] = _mm512_reduce_add_pd(wide);
+  }
+  if (begin < n) {
+    RowF32Values source{row + begin, _mm512_setzero_si512(), false};
+    block_sums_f32_avx512(source, n - begin, block_sum + b);
+    signs = _mm512_or_si512(signs, source.signs);
+    if (source.tail_sign) return false;
+  }
+  return _mm512_cmplt_epi32_mask(signs, _mm512_setzero_si512()) == 0;
+}
+
+struct ResidualF32Values {
+  const float* p;
+  const float* q;
+  __m512 va, vb;
+  float a, b;
+  SPEC_VERIFY_AVX512 SPEC_VERIFY_INLINE __m512 load16(int64_t v) const {
+    const __m512 d = _mm512_sub_ps(_mm512_mul_ps(_mm512_loadu_ps(p + v), va), _mm512_mul_ps(_mm512_loadu_ps(q + v), vb));
+    return _mm512_castsi512_ps(_mm512_max_epi32(_mm512_castps_si512(d), _mm512_setzero_si512()));
+  }
+  float at(int64_t v) const { return residual_value(p[v], q[v], a, b); }
+};
+
+SPEC_VERIFY_AVX512_KERNEL void f32_residual_block_sums__avx512(const float* p, const float* q, float a, float b,
+                                                               int64_t n, double* block_sum) {
+  ResidualF32Values source{p, q, _mm512_set1_ps(a), _mm512_set1_ps(b), a, b};
+  block_sums_f32_avx512(source, n, block_sum);
 }
 
 // Note [Half rows], sixteen at a time: vcvtph2ps (AVX-512F), and bfloat16 zero-extended and
@@ -317,7 +518,8 @@ const KernelTable* avx512_kernels() {
                                  f32_row_mass_pair__avx512, f32_residual_mass__avx512,
                                  f32_row_weights__avx512, f32_keep_at_least__avx512,
                                  f32_gather_at_least__avx512, f32_residual_store__avx512, f32_row_sum_f32__avx512,
-                                 f16_widen__avx512, bf16_widen__avx512};
+                                 f16_widen__avx512, bf16_widen__avx512, f32_row_block_sums__avx512,
+                                 f32_residual_block_sums__avx512, f32_row_mass_pair_guess__avx512};
   static const bool supported = __builtin_cpu_supports("avx512f");
   return supported ? &table : nullptr;
 }

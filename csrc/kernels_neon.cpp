@@ -156,6 +156,87 @@ void f32_residual_store__neon(const float* p, const float* q, float a, float b, 
   *mass = blocked_mass<NeonLanes>(values, n, block_mass);
 }
 
+// Note [Bounded sampling]: block_sums_f32_from's scheme (blocked_mass.h), 16 lanes as four
+// vectors of 4 per accumulator: group g of a block into accumulator g % 4 (three roundings
+// per lane), (0 + 1) + (2 + 3), then the 16 lanes and the block's tail in float64.
+// Source::load16(v) gives values v .. v+15, Source::at(v) one value.
+// Whole blocks here (the accumulators stay in registers); a last, shorter block value by
+// value through block_sums_f32_from (Source::f32).
+template <class Source>
+inline __attribute__((always_inline)) void block_sums_f32_neon(Source& source, int64_t n, double* block_sum) {
+  int64_t b = 0, begin = 0;
+  for (; n - begin >= kMassBlock; ++b, begin += kMassBlock) {
+    float32x4x4_t acc[4];
+    for (auto& a : acc)
+      for (auto& x : a.val) x = vdupq_n_f32(0.0f);
+    for (int64_t v = begin; v < begin + kMassBlock; v += 4 * kLanes) {
+      for (int k = 0; k < 4; ++k) {
+        const float32x4x4_t x = source.load16(v + k * kLanes);
+        for (int i = 0; i < 4; ++i) acc[k].val[i] = vaddq_f32(acc[k].val[i], x.val[i]);
+      }
+    }
+    float64x2_t wide = vdupq_n_f64(0.0);
+    for (int i = 0; i < 4; ++i) {
+      const float32x4_t s = vaddq_f32(vaddq_f32(acc[0].val[i], acc[1].val[i]), vaddq_f32(acc[2].val[i], acc[3].val[i]));
+      wide = vaddq_f64(wide, vaddq_f64(vcvt_f64_f32(vget_low_f32(s)), vcvt_high_f64_f32(s)));
+    }
+    block_sum[b] = vaddvq_f64(wide);
+  }
+  if (begin < n) {
+    struct Tail {
+      Source& source;
+      int64_t begin;
+      float f32(int64_t v) { return source.at(begin + v); }
+    } tail{source, begin};
+    block_sums_f32_from(tail, n - begin, block_sum + b);
+  }
+}
+
+// The row's values; the smallest kept (as row_sum_f32 does): a negative or a NaN makes it
+// fail >= 0; a +inf makes the sums infinite, which the caller checks. -0.0 passes (it sums
+// as zero).
+struct RowF32Values {
+  const float* row;
+  float32x4_t smallest;
+  bool tail_bad;
+  float32x4x4_t load16(int64_t v) {
+    const float32x4x4_t x = vld1q_f32_x4(row + v);
+    smallest = vminq_f32(smallest, vminq_f32(vminq_f32(x.val[0], x.val[1]), vminq_f32(x.val[2], x.val[3])));
+    return x;
+  }
+  float at(int64_t v) {
+    tail_bad |= !(row[v] >= 0.0f);
+    return row[v];
+  }
+};
+
+bool f32_row_block_sums__neon(const float* row, int64_t n, double* block_sum) {
+  RowF32Values source{row, vdupq_n_f32(0.0f), false};
+  block_sums_f32_neon(source, n, block_sum);
+  return !source.tail_bad && vminvq_f32(source.smallest) >= 0.0f;
+}
+
+struct ResidualF32Values {
+  const float* p;
+  const float* q;
+  float32x4_t va, vb;
+  float a, b;
+  float32x4x4_t load16(int64_t v) const {
+    const float32x4x4_t pv = vld1q_f32_x4(p + v);
+    const float32x4x4_t qv = vld1q_f32_x4(q + v);
+    float32x4x4_t r;
+    for (int i = 0; i < 4; ++i)
+      r.val[i] = vmaxq_f32(vsubq_f32(vmulq_f32(pv.val[i], va), vmulq_f32(qv.val[i], vb)), vdupq_n_f32(0.0f));
+    return r;
+  }
+  float at(int64_t v) const { return residual_value(p[v], q[v], a, b); }
+};
+
+void f32_residual_block_sums__neon(const float* p, const float* q, float a, float b, int64_t n, double* block_sum) {
+  ResidualF32Values source{p, q, vdupq_n_f32(a), vdupq_n_f32(b), a, b};
+  block_sums_f32_neon(source, n, block_sum);
+}
+
 // Note [One exp], 4 lanes.
 struct NeonOps {
   using F = float32x4_t;
@@ -285,7 +366,8 @@ const KernelTable* neon_kernels() {
                                  /*row_mass_pair=*/nullptr, f32_residual_mass__neon,
                                  f32_row_weights__neon, f32_keep_at_least__neon,
                                  f32_gather_at_least__neon, f32_residual_store__neon, f32_row_sum_f32__neon,
-                                 f16_widen__neon, bf16_widen__neon};
+                                 f16_widen__neon, bf16_widen__neon, f32_row_block_sums__neon,
+                                 f32_residual_block_sums__neon, /*row_mass_pair_guess=*/nullptr};
   return &table;
 }
 

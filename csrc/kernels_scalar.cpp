@@ -111,6 +111,34 @@ bool f32_row_sum_f32__scalar(const float* row, int64_t n, float* sum) {
   return std::isfinite(s);  // an infinite value, or overflow
 }
 
+// Note [Bounded sampling]: the shared float32 block sums (blocked_mass.h).
+struct RowF32 {
+  const float* row;
+  float f32(int64_t v) const { return row[v]; }
+};
+
+bool f32_row_block_sums__scalar(const float* row, int64_t n, double* block_sum) {
+  for (int64_t v = 0; v < n; ++v) {
+    if (!(row[v] >= 0.0f)) return false;  // negative or NaN; infinities make the sums infinite
+  }
+  RowF32 source{row};
+  block_sums_f32_from(source, n, block_sum);
+  return true;
+}
+
+struct ResidualF32 {
+  const float* p;
+  const float* q;
+  float a, b;
+  float f32(int64_t v) const { return residual_value(p[v], q[v], a, b); }
+};
+
+void f32_residual_block_sums__scalar(const float* p, const float* q, float a, float b, int64_t n,
+                                     double* block_sum) {
+  ResidualF32 source{p, q, a, b};
+  block_sums_f32_from(source, n, block_sum);
+}
+
 void f16_widen__scalar(const uint16_t* h, int64_t n, float* out) {
   for (int64_t v = 0; v < n; ++v) out[v] = f16_value(h[v]);
 }
@@ -126,7 +154,8 @@ const KernelTable& scalar_kernels() {
                                  /*row_mass_pair=*/nullptr, f32_residual_mass__scalar,
                                  f32_row_weights__scalar, f32_keep_at_least__scalar,
                                  f32_gather_at_least__scalar, f32_residual_store__scalar, f32_row_sum_f32__scalar,
-                                 f16_widen__scalar, bf16_widen__scalar};
+                                 f16_widen__scalar, bf16_widen__scalar, f32_row_block_sums__scalar,
+                                 f32_residual_block_sums__scalar, /*row_mass_pair_guess=*/nullptr};
   return table;
 }
 

@@ -112,6 +112,8 @@ struct Side {
 struct Position {
   Side p, q;
   std::vector<double> r_blocks;
+  std::vector<double> guess_err;  // Note [Bounded sampling]: margins of guessed residual sums
+  bool guessed = false;           // r_blocks holds row_mass_pair_guess's sums
   double r_mass = -1.0;  // < 0: not summed
   float a = 0.0f, b = 0.0f;
   double rho = 1.0;
@@ -123,6 +125,7 @@ struct Position {
       if (warped && s->buffer.size() < static_cast<size_t>(vocab)) s->buffer.resize(vocab);
     }
     if (r_blocks.size() < blocks) r_blocks.resize(blocks);
+    if (guess_err.size() < blocks) guess_err.resize(blocks);
   }
 };
 
@@ -135,11 +138,17 @@ Position* positions(int64_t vocab, bool warped) {
   return slots;
 }
 
+// Draws Note [Bounded sampling] left to the canonical masses, on this thread.
+thread_local int64_t t_bounded_fallbacks = 0;
+
 // w of Note [Mass bounds] for rows of n values (0: no bound).
 double mass_bound_width(int64_t n) {
   const double g = static_cast<double>(n - 1) * 0x1p-24;
   return g < 0.25 ? 2.0 * g / (1.0 - g) + 0x1p-28 : 0.0;
 }
+
+// What a float32 pass decided at a one-hot position (ProbRows::bounded_one_hot).
+enum class BoundedStep { kNone, kUnknown, kAccepted, kRejected };
 
 // The rows of a round on probabilities: read in place, validated by their mass pass.
 struct ProbRows {
@@ -177,6 +186,62 @@ struct ProbRows {
     return u * value_at(draft.row(i), t) * last_p < pt * last_q;
   }
 
+  // Note [Bounded sampling]: a draw from target row i with uniform u from its float32 block
+  // sums (into p's block masses, which read_target overwrites), if certain; false means
+  // nothing (read the row exactly: that also reports a malformed row).
+  bool bounded_draw(int64_t i, double u, Side* p, int64_t* token) const {
+    const RowRef row = target.row(i);
+    if (kt.row_block_sums == nullptr || row.type != Elem::kF32) return false;
+    const float* x = static_cast<const float*>(row.data);
+    if (!kt.row_block_sums(x, vocab, p->blocks.data())) return false;
+    if (bounded_sample_index(p->blocks.data(), vocab, u, [x](int64_t v) { return x[v]; }, token)) return true;
+    ++t_bounded_fallbacks;
+    return false;
+  }
+
+  // Note [Bounded sampling] at a one-hot position i (token t, uniform u; u_draw draws the
+  // correction): the row's float32 block sums (into p's block masses) bound P, which decides
+  // u * P < p(t) where that is certain; on a certain rejection the correction is drawn from
+  // the sums with t's block summed again without t. kUnknown: nothing decided (read the
+  // position exactly); kNone: no float32 pass was made. *mass_guess gets the sums' total.
+  BoundedStep bounded_one_hot(int64_t i, int64_t t, double u, double u_draw, Side* p, double* mass_guess,
+                              int64_t* token) const {
+    const RowRef row = target.row(i);
+    if (kt.row_block_sums == nullptr || row.type != Elem::kF32) return BoundedStep::kNone;
+    const float* x = static_cast<const float*>(row.data);
+    double* blocks = p->blocks.data();
+    if (!kt.row_block_sums(x, vocab, blocks)) return BoundedStep::kUnknown;
+    const int64_t nb = num_blocks(vocab);
+    double total = 0.0;
+    for (int64_t b = 0; b < nb; ++b) total += blocks[b];
+    if (!(total > 0.0) || !(total <= std::numeric_limits<double>::max())) return BoundedStep::kUnknown;
+    *mass_guess = total;
+    // P = total (1 +- d) (bounded_sample_index's margins); u * P rounds once more, inside d.
+    const double d = kBlockSumBound + 0x1p-40 + static_cast<double>(nb) * 0x1p-49;
+    const double pt = x[t];
+    if (u * (total + total * d) < pt) return BoundedStep::kAccepted;
+    if (!(u * (total - total * d) > pt)) {
+      ++t_bounded_fallbacks;
+      return BoundedStep::kUnknown;
+    }
+    // Rejected: p without t, its block summed again with t as +0.0 (as draw_without does).
+    const int64_t b = t / kMassBlock, begin = b * kMassBlock;
+    const int64_t len = std::min(kMassBlock, vocab - begin);
+    float block[kMassBlock];
+    std::copy(x + begin, x + begin + len, block);
+    block[t - begin] = 0.0f;
+    kt.row_block_sums(block, len, &blocks[b]);
+    double rest = -1.0;
+    if (bounded_sample_index(blocks, vocab, u_draw, [x, t](int64_t v) { return v == t ? 0.0f : x[v]; }, token, &rest))
+      return BoundedStep::kRejected;
+    if (rest == 0.0) {  // nothing but t has mass: draw_without's answer
+      *token = t;
+      return BoundedStep::kRejected;
+    }
+    ++t_bounded_fallbacks;
+    return BoundedStep::kUnknown;
+  }
+
   Outcome read_target(int64_t i, Side* p) const {
     p->row = target.row(i);
     if (!typed_mass(kt, p->row, vocab, p->blocks.data(), &p->mass)) return bad_mass_row(p->row, vocab, false, i);
@@ -185,13 +250,23 @@ struct ProbRows {
   }
   // The target row's errors come first: a zero-mass target row is reported before the
   // draft row is looked at.
-  Outcome read_pair(int64_t i, Side* p, Side* q) const {
+  // guess_sum (optional): where row_mass_pair_guess may put its residual sums; *guessed
+  // says whether it did.
+  Outcome read_pair(int64_t i, Side* p, Side* q, double* guess_sum = nullptr, bool* guessed = nullptr) const {
     p->row = target.row(i);
     q->row = draft.row(i);
     const bool floats = p->row.type == Elem::kF32 && q->row.type == Elem::kF32;
-    if (!floats || kt.row_mass_pair == nullptr ||
-        !kt.row_mass_pair(static_cast<const float*>(p->row.data), static_cast<const float*>(q->row.data), vocab,
-                          p->blocks.data(), q->blocks.data(), &p->mass, &q->mass)) {
+    const float* pf = static_cast<const float*>(p->row.data);
+    const float* qf = static_cast<const float*>(q->row.data);
+    bool ok = false;
+    if (guessed != nullptr) *guessed = false;
+    if (floats && guess_sum != nullptr && kt.row_mass_pair_guess != nullptr) {
+      ok = kt.row_mass_pair_guess(pf, qf, vocab, p->blocks.data(), q->blocks.data(), &p->mass, &q->mass, guess_sum);
+      if (guessed != nullptr) *guessed = ok;
+    } else if (floats && kt.row_mass_pair != nullptr) {
+      ok = kt.row_mass_pair(pf, qf, vocab, p->blocks.data(), q->blocks.data(), &p->mass, &q->mass);
+    }
+    if (!ok) {
       // Row by row (no fast path, or it declined): the masses, or which row is at fault.
       const Outcome bad = read_target(i, p);
       if (bad.error != InputError::kNone) return bad;
@@ -227,13 +302,19 @@ struct LogitRows {
     return Outcome{};
   }
   Outcome read_target(int64_t i, Side* p) const { return read(target.row(i), false, i, p); }
-  Outcome read_pair(int64_t i, Side* p, Side* q) const {
+  Outcome read_pair(int64_t i, Side* p, Side* q, double* = nullptr, bool* guessed = nullptr) const {
+    if (guessed != nullptr) *guessed = false;
     const Outcome bad = read_target(i, p);
     if (bad.error != InputError::kNone) return bad;
     return read(draft.row(i), true, i, q);
   }
   // Warped rows have no cheaper bound than their weights pass.
   bool surely_accepted(int64_t, bool, int64_t, double, double*, double*) const { return false; }
+  // Their block masses come with the warp: nothing to save.
+  bool bounded_draw(int64_t, double, Side*, int64_t*) const { return false; }
+  BoundedStep bounded_one_hot(int64_t, int64_t, double, double, Side*, double*, int64_t*) const {
+    return BoundedStep::kNone;
+  }
   bool likely_accepted(int64_t, bool, int64_t, double, double, double) const { return false; }
 };
 
@@ -277,6 +358,44 @@ int64_t draw_residual(const Position& at, double u, int64_t vocab) {
                       [&at, a, b](int64_t v) { return residual_value(at.p.at(v), at.q.at(v), a, b); });
 }
 
+// The correction at a token-wise rejection at `at` (masses read, r = max(0, p Q - q P)):
+// Note [Bounded sampling] from the residual's float32 block sums where both rows are float32
+// and the path has the kernel; the canonical residual masses otherwise, or if not certain.
+int64_t draw_correction(const KernelTable& kt, Position& at, double u, int64_t vocab) {
+  if (kt.residual_block_sums != nullptr && at.p.row.type == Elem::kF32 && at.q.row.type == Elem::kF32) {
+    const float* p = static_cast<const float*>(at.p.row.data);
+    const float* q = static_cast<const float*>(at.q.row.data);
+    residual_scales(at.p.mass, at.q.mass, &at.a, &at.b);
+    const float a = at.a, b = at.b;
+    const auto value = [p, q, a, b](int64_t v) { return residual_value(p[v], q[v], a, b); };
+    int64_t index = -1;
+    // The sums of max(0, p - q) from the pass over p and q, with each block's margin for
+    // a and b not being 1 (Note [Bounded sampling]); worth trying only near 1.
+    if (at.guessed && std::fabs(a - 1.0f) < 0x1p-12f && std::fabs(b - 1.0f) < 0x1p-12f) {
+      const double da = std::fabs(static_cast<double>(a) - 1.0), db = std::fabs(static_cast<double>(b) - 1.0);
+      const double fa = static_cast<double>(a) * (0x1p-23 + 0x1p-40), fb = static_cast<double>(b) * (0x1p-23 + 0x1p-40);
+      for (int64_t j = 0; j < num_blocks(vocab); ++j) {
+        const double pb = at.p.blocks[j] * (1.0 + 0x1p-40), qb = at.q.blocks[j] * (1.0 + 0x1p-40);
+        // Per value: |a - 1| p + |b - 1| q for the factors, 2^-23 (a p + b q) for rounding
+        // p a, q b and their difference, 2^-24 (p + q) for rounding p - q, and 2^-149 for
+        // products below the normal range (absolute there); then the guessed sum's own.
+        at.guess_err[j] = da * pb + db * qb + fa * pb + fb * qb + (0x1p-24 + 0x1p-40) * (pb + qb) + 0x1p-140 +
+                          kGuessSumBound * at.r_blocks[j];
+      }
+      if (bounded_sample_index(at.r_blocks.data(), vocab, u, value, &index, nullptr, at.guess_err.data()))
+        return index;
+    }
+    kt.residual_block_sums(p, q, a, b, vocab, at.r_blocks.data());
+    double total = -1.0;
+    if (bounded_sample_index(at.r_blocks.data(), vocab, u, value, &index, &total)) return index;
+    // Every r'(v) is +0.0 exactly when the sums are: the canonical mass is 0 as well.
+    if (total == 0.0) return draw(at.p, u, vocab);
+    ++t_bounded_fallbacks;
+  }
+  sum_residual(kt, at, 1.0, vocab);
+  return draw_residual(at, u, vocab);
+}
+
 // ---- token-wise verification (Note [One-hot drafts] for a draft without rows) ------------
 
 template <class Reader>
@@ -286,9 +405,17 @@ Outcome token_round(const KernelTable& kt, const Reader& rows, bool one_hot, con
   double last_p = 1.0, last_q = 1.0;  // the masses seen last (Note [Mass bounds]'s guess)
   for (int64_t i = 0; i < k; ++i) {
     const int64_t t = tokens[i];
-    if (rows.likely_accepted(i, one_hot, t, u[i], last_p, last_q) &&
-        rows.surely_accepted(i, one_hot, t, u[i], &last_p, &last_q))
-      continue;
+    const bool likely = rows.likely_accepted(i, one_hot, t, u[i], last_p, last_q);
+    if (likely && rows.surely_accepted(i, one_hot, t, u[i], &last_p, &last_q)) continue;
+    // One-hot, a likely rejection: one float32 pass may decide the position and draw the
+    // correction (the block sums cost a little more than the float32 sum of a likely
+    // acceptance).
+    if (one_hot && !likely) {
+      int64_t token = -1;
+      const BoundedStep step = rows.bounded_one_hot(i, t, u[i], u[k], &at.p, &last_p, &token);
+      if (step == BoundedStep::kAccepted) continue;
+      if (step == BoundedStep::kRejected) return emitted(i, token);
+    }
     if (one_hot) {
       const Outcome bad = rows.read_target(i, &at.p);
       if (bad.error != InputError::kNone) return bad;
@@ -297,7 +424,7 @@ Outcome token_round(const KernelTable& kt, const Reader& rows, bool one_hot, con
       if (u[i] * at.p.mass < static_cast<double>(at.p.at(t))) continue;
       return emitted(i, draw_without(kt, at.p, t, u[k], vocab));
     }
-    const Outcome bad = rows.read_pair(i, &at.p, &at.q);
+    const Outcome bad = rows.read_pair(i, &at.p, &at.q, at.r_blocks.data(), &at.guessed);
     if (bad.error != InputError::kNone) return bad;
     // Accept t with probability min(1, (p(t)/P) / (q(t)/Q)), without dividing:
     // u * q(t) * P < p(t) * Q. p(t) = 0 never passes; q(t) = 0 < p(t) always does.
@@ -305,9 +432,10 @@ Outcome token_round(const KernelTable& kt, const Reader& rows, bool one_hot, con
     last_p = at.p.mass;
     last_q = at.q.mass;
     if (u[i] * qt * at.p.mass < pt * at.q.mass) continue;
-    sum_residual(kt, at, 1.0, vocab);
-    return emitted(i, draw_residual(at, u[k], vocab));
+    return emitted(i, draw_correction(kt, at, u[k], vocab));
   }
+  int64_t token = -1;
+  if (rows.bounded_draw(k, u[k], &at.p, &token)) return emitted(k, token);
   const Outcome bad = rows.read_target(k, &at.p);
   if (bad.error != InputError::kNone) return bad;
   return emitted(k, draw(at.p, u[k], vocab));
@@ -396,6 +524,8 @@ WarpScratch& warp_scratch(int64_t vocab) {
 }
 
 }  // namespace
+
+int64_t bounded_draw_fallbacks() { return t_bounded_fallbacks; }
 
 Outcome accept_round(const KernelTable& kt, Rows target, Rows draft, const int64_t* tokens,
                      const double* uniforms, int64_t k, int64_t vocab, Method method) {

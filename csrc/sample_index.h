@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 #include "spec_verify.h"
 
@@ -57,6 +58,88 @@ int64_t sample_index(const double* block_mass, int64_t n, double threshold, Valu
     }
   }
   return last_positive;
+}
+
+}  // namespace spec_verify
+
+namespace spec_verify {
+
+// Note [Bounded sampling] (spec_verify.h): sample_index(B, n, u * T, value) from block sums
+// F within kBlockSumBound of the exact block sums, T the canonical total of B. True with
+// that index in *index when every comparison is certain; false otherwise (nothing decided).
+// value(v) must return exactly the floats F and B were summed from (all >= 0); u in [0, 1).
+//
+// Margins. With E the exact sums: each canonical block mass is within 36 * 2^-53 of its E
+// (at most 35 float64 roundings per value), and a running sum of j of them within j * 2^-53
+// more, so every canonical running sum R_j (and T) is within eps_c = 2^-46 + nb * 2^-52 of
+// the exact running sum; the running sums A_j of F (float64, in order) are within
+// kBlockSumBound + nb * 2^-52 of it. Hence R_j = A_j (1 +- d), d = kBlockSumBound + 2^-40 +
+// nb * 2^-49 (products of the factors and the rounding of the bounds themselves included),
+// the threshold u * T (one more rounding) = u * A_last (1 +- d), and the scan of the chosen
+// block, adding at most 256 values to R_{b-1} in float64 (each rounding 2^-53), stays within
+// A_{b-1} * d + s * 2^-43 of the same scan started from A_{b-1}. Sums of values >= 0 never
+// underflow harmfully (a sum of floats below the normal range is exact).
+// *total_out gets the sum of the F (0 exactly when every value is +0.0).
+//
+// block_err (optional): F[b] may also be off by up to block_err[b] (absolute, >= 0) from the
+// exact sum of the values, beyond kBlockSumBound: the F were summed from other values
+// (guessed factors). Running sums then carry the sum of those errors, taken 2^-20 larger to
+// cover the relative factors applied to them.
+template <class Value>
+bool bounded_sample_index(const double* block_sum, int64_t n, double u, Value value, int64_t* index,
+                          double* total_out = nullptr, const double* block_err = nullptr) {
+  const int64_t blocks = num_blocks(n);
+  const double d = kBlockSumBound + 0x1p-40 + static_cast<double>(blocks) * 0x1p-49;
+  double total = 0.0, total_err = 0.0;
+  for (int64_t b = 0; b < blocks; ++b) total += block_sum[b];
+  if (block_err != nullptr)
+    for (int64_t b = 0; b < blocks; ++b) total_err += block_err[b];
+  total_err *= 1.0 + 0x1p-20;
+  if (total_out != nullptr) *total_out = total;
+  if (!(total > 0.0) || !(total <= std::numeric_limits<double>::max()) || !(total_err <= total)) return false;
+  const double theta = u * total;
+  const double theta_err = theta * d + u * (total_err * (1.0 + d));
+  const double theta_lo = theta - theta_err, theta_hi = theta + theta_err;
+  // The block: the first whose running sum certainly exceeds the threshold, every one
+  // before it certainly not.
+  int64_t chosen = -1;
+  double before = 0.0, running = 0.0, running_err = 0.0, before_err = 0.0;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const double next = running + block_sum[b];
+    const double next_err = block_err != nullptr ? running_err + block_err[b] * (1.0 + 0x1p-20) : 0.0;
+    const double err = next * d + next_err * (1.0 + d);
+    if (next - err > theta_hi) {
+      chosen = b;
+      before = running;
+      before_err = running_err;
+      break;
+    }
+    if (!(next + err < theta_lo)) return false;
+    running = next;
+    running_err = next_err;
+  }
+  if (chosen < 0) return false;
+  before_err = before * d + before_err * (1.0 + d);
+  const int64_t begin = chosen * kMassBlock;
+  const int64_t end = begin + kMassBlock < n ? begin + kMassBlock : n;
+  int64_t last_positive = -1;
+  double sum = before;
+  for (int64_t v = begin; v < end; ++v) {
+    const float x = value(v);
+    if (x > 0.0f) {
+      sum += static_cast<double>(x);
+      const double err = before_err + sum * 0x1p-43;
+      if (sum - err > theta_hi) {
+        *index = v;
+        return true;
+      }
+      if (!(sum + err < theta_lo)) return false;
+      last_positive = v;
+    }
+  }
+  if (last_positive < 0) return false;
+  *index = last_positive;
+  return true;
 }
 
 }  // namespace spec_verify

@@ -52,8 +52,39 @@ inline int64_t num_blocks(int64_t n) { return (n + kMassBlock - 1) / kMassBlock;
 // (row_sum_f32, about the cost of a float32 read), accept where u * q(t) * S_p (1 + w) <
 // p(t) * S_q (1 - w), and otherwise read the position exactly (row_mass) and decide by the
 // exact rule, which a rejection needs anyway (the residual's factors come from P and Q);
-// the last row is always read exactly (its draw needs block masses). The bound only ever
-// answers "accepted" where the exact rule does, so every result keeps its bits.
+// the last row is drawn from by Note [Bounded sampling] (float32 block sums, exact masses
+// only if the draw is not certain). The bound only ever answers "accepted" where the exact
+// rule does, so every result keeps its bits.
+
+// Note [Bounded sampling]
+// A draw (Note [Blocked sampling]) needs the canonical block masses B_b only to compare
+// running sums with the threshold u * T, T their total. Block sums F_b known within
+// kBlockSumBound = 2^-21 of each block's exact sum E_b (float32 adds, at most six on the way
+// from any value to F_b: gamma_6 < 2^-21; then float64) place every canonical running sum,
+// the threshold and every running sum of the in-block scan within about 2^-21 of what the
+// F_b give, since all terms are >= 0 and the canonical sums are within 2^-43 of exact (up to
+// a few thousand blocks of 256 values). bounded_sample_index (sample_index.h) walks the F_b
+// and the block as sample_index walks the B_b, and answers only if every comparison it
+// makes is certain by more than those margins; otherwise it answers nothing and the caller
+// sums the canonical masses (row_mass, residual_mass) and calls sample_index. So an answer
+// is always sample_index's, bit for bit. Token-wise rounds on float32 rows draw this way
+// from the last row when every position is accepted (a float32 pass instead of row_mass)
+// and from the residual on a rejection (residual_block_sums instead of residual_mass);
+// both widen nothing to float64 per value. A rejection's residual is first tried from
+// sums made during the exact pass over p and q, with a = b = 1 guessed (rows near mass 1
+// have a and b within a few ulps of 1): each r'(v) is within |a - 1| p(v) + |b - 1| q(v) +
+// 2^-23 (a p(v) + b q(v)) + 2^-24 (p(v) + q(v)) of max(0, p(v) - q(v)), so each block's sum
+// is known within that much summed over the block (from the canonical block masses), an
+// absolute margin bounded_sample_index adds to its relative one; the residual's own float32
+// pass runs only if that draw is not certain. At a one-hot position that looks like a
+// rejection (Note [Mass bounds]'s guess), the row's block sums also bound P = total (1 +- d)
+// for the test u * P < p(t), and on a certain rejection the correction is drawn from them
+// with t's block summed again without t: one float32 pass for the whole position. Near-ties with the threshold (within about
+// 2^-20 of the total) fall back: rare unless the row is nearly flat where u lands.
+constexpr double kBlockSumBound = 0x1p-21;
+// row_mass_pair_guess's sums sum each block in one float32 accumulator per lane (16 adds):
+// within gamma_15 < 2^-20.
+constexpr double kGuessSumBound = 0x1p-20;
 
 // Note [Warping]
 // Logits become an unnormalised row by one warp, a pure function of the row and
@@ -143,6 +174,21 @@ struct KernelTable {
   // Half values widened exactly to float32 (Note [Half rows]): IEEE binary16, bfloat16.
   void (*widen_f16)(const uint16_t* h, int64_t n, float* out);
   void (*widen_bf16)(const uint16_t* h, int64_t n, float* out);
+  // Note [Bounded sampling]: approximate block sums, each within kBlockSumBound of the
+  // exact sum of its block's values, into block_sum[num_blocks(n)]. Optional (nullptr if a
+  // path has none). row_block_sums is false if it cannot vouch for the row (as row_sum_f32:
+  // a value negative, NaN or infinite, -0.0 on some paths), which sends the caller to
+  // row_mass; a sum that overflows is left infinite (the caller checks the total).
+  bool (*row_block_sums)(const float* row, int64_t n, double* block_sum);
+  // The same for r'(v) = max(0, p(v) * a - q(v) * b) (Note [Residual in float32]), each
+  // r'(v) the float residual_mass sums; the rows were validated by row_mass.
+  void (*residual_block_sums)(const float* p, const float* q, float a, float b, int64_t n,
+                              double* block_sum);
+  // Optional: row_mass_pair (same contract, same bits), also putting into guess_sum the
+  // block sums, within kGuessSumBound, of max(0, p(v) - q(v)) (one float32 subtraction): the
+  // residual with both factors guessed as 1 (Note [Bounded sampling], normalised rows).
+  bool (*row_mass_pair_guess)(const float* p, const float* q, int64_t n, double* p_blocks,
+                              double* q_blocks, double* p_mass, double* q_mass, double* guess_sum);
 };
 
 // ---- instruction sets and their selection (dispatch.cpp) --------------------------------
@@ -235,6 +281,10 @@ enum class Method : int { kToken = 0, kBlock = 1 };
 Outcome accept_round(const KernelTable& kt, Rows target, Rows draft, const int64_t* tokens,
                      const double* uniforms, int64_t k, int64_t vocab,
                      Method method = Method::kToken);
+
+// How many draws on this thread Note [Bounded sampling] tried and left to the canonical
+// masses (not certain): a test hook (the results are the same either way).
+int64_t bounded_draw_fallbacks();
 
 // ---- warping (warp.cpp): Note [Warping] on raw rows -------------------------------------
 // A warped row: r(v) in `values` (n floats), its block masses and its mass.

@@ -12,6 +12,8 @@ attributes to kernels_neon.o or kernels_scalar.o), per element of the rows read:
     residual mass   2 (p, q)    <= 2.50       >= 2x fewer
     residual store  2 (p, q)    <= 2.95       >= 2x fewer   (the residual, also stored: trees)
     float32 sum     1           <= 0.85       >= 4x fewer   (Note [Mass bounds])
+    block sums      1           <= 0.95       >= 4x fewer   (Note [Bounded sampling])
+    residual sums   2 (p, q)    <= 2.00       >= 2x fewer   (Note [Bounded sampling])
     row weights     1 (logits)  <= 11.5       >= 4x fewer
     keep at least   1 (weights) <= 5.00       >= 3x fewer
     gather at least 1 (weights) <= 3.20       >= 3x fewer   (7% of the values taken)
@@ -28,7 +30,9 @@ float64 lanes. gather_at_least (2.9) takes apart lane by lane every group of fou
 holds a value >= t, about a quarter of them in the counted row. residual_store (2.85)
 is the residual plus its stores, about 7 instructions per 16 values more than the residual
 alone as GCC schedules it; the float32 sum (0.69) is four adds, four mins and a load of 16
-values, with the loop. Half rows (Note [Half
+values, with the loop. The float32 block sums of Note [Bounded sampling] (0.86 and 1.90) are
+the float32 sum and the residual without float64 lanes, plus each block's fold of 16
+float32 lanes into float64 (about 0.2 a value for the row's, where the loop does little else). Half rows (Note [Half
 rows]) are widened eight values at a time (a load, two conversions or shifts, two stores)
 into an L1 buffer the float32 kernel then reads (0.875 instructions per value): the
 budgets are the float32 kernel's plus that, plus a little for the per-chunk calls (the
@@ -55,6 +59,7 @@ CXX = "aarch64-linux-gnu-g++"
 CXX_PACKAGE = "g++" if NATIVE else "g++-aarch64-linux-gnu"
 BUDGETS = {"argmax": (0.80, 4.0), "mass": (1.75, 2.0), "residual": (2.50, 2.0),
            "residual_store": (2.95, 2.0), "sum_f32": (0.85, 4.0),
+           "block_sums": (0.95, 4.0), "residual_block_sums": (2.00, 2.0),
            "weights": (11.5, 4.0), "keep": (5.00, 3.0),
            "gather": (3.20, 3.0),
            "widen_f16": (1.00, 2.0), "widen_bf16": (1.00, 2.0), "argmax_bf16": (1.60, 2.0),

@@ -1,7 +1,7 @@
 // Calls one kernel of one path on rows of V elements, a given number of times, so that
 // the instructions executed inside the kernel files can be counted under qemu
 // (scripts/insn_budget.py). Usage: kernel_calls KERNEL PATH V REPS, KERNEL one of argmax, mass,
-// residual, residual_store, sum_f32, weights, keep, gather, and for half rows (Note [Half rows]) widen_f16, widen_bf16,
+// residual, residual_store, sum_f32, block_sums, residual_block_sums, weights, keep, gather, and for half rows (Note [Half rows]) widen_f16, widen_bf16,
 // argmax_bf16 and mass_f16 (a half row through typed_argmax / typed_mass).
 #include <cmath>
 #include <cstdint>
@@ -93,6 +93,12 @@ int main(int argc, char** argv) {
       float f = 0;
       kt.row_sum_f32(p.data(), n, &f);
       sink += f;
+    } else if (kernel == "block_sums") {
+      kt.row_block_sums(p.data(), n, blocks.data());
+      sink += blocks[0];
+    } else if (kernel == "residual_block_sums") {
+      kt.residual_block_sums(p.data(), q.data(), a, b, n, blocks.data());
+      sink += blocks[0];
     } else if (kernel == "widen_f16") {
       kt.widen_f16(p_f16.data(), n, out.data());
       sink += out[n - 1];

@@ -21,6 +21,7 @@
 
 #include "exp_f32.h"
 #include "half.h"
+#include "sample_index.h"
 #include "spec_verify.h"
 
 namespace sv = spec_verify;
@@ -161,6 +162,17 @@ std::string label(const sv::KernelTable& kt, const char* kernel, int64_t n, int 
   return buf;
 }
 
+// Each approximate block sum within kBlockSumBound of the exact sum, checked against the
+// canonical block mass (itself within 2^-46 of exact). Sums that overflow float32 (huge
+// rows) are allowed to be infinite.
+bool within_block_bound(const std::vector<double>& approx, const std::vector<double>& canonical) {
+  for (size_t b = 0; b < approx.size(); ++b) {
+    if (std::isinf(approx[b]) && canonical[b] > 0x1p127) continue;
+    if (!(std::fabs(approx[b] - canonical[b]) <= (sv::kBlockSumBound + 0x1p-45) * canonical[b])) return false;
+  }
+  return true;
+}
+
 void kernel_parity(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int64_t n) {
   const sv::KernelTable& ref = sv::scalar_kernels();
   const int64_t blocks = sv::num_blocks(n);
@@ -211,6 +223,26 @@ void kernel_parity(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int
         check(pair_same, label(*kt, "row_mass_pair", n, fill, at_end, offset) +
                              (pair_ok ? " (returned true)" : " (returned false)"));
       }
+      // row_mass_pair_guess: row_mass_pair's answer and bits, and the block sums of
+      // max(0, p - q) within kGuessSumBound.
+      if (kt->row_mass_pair_guess != nullptr) {
+        std::vector<double> pair_p(blocks), pair_q(blocks), guess(blocks, -1.0), exact(blocks, 0.0);
+        double pm = -2.0, qm = -2.0;
+        const bool ok = kt->row_mass_pair_guess(p.data, q.data, n, pair_p.data(), pair_q.data(), &pm, &qm, guess.data());
+        bool same = !(ref_mass_ok && q_ok) || has_negative_zero(pv) || has_negative_zero(qv);
+        if (ok) {
+          same = ref_mass_ok && q_ok && bits(pm) == bits(ref_mass) && bits(qm) == bits(ref_q_mass);
+          for (int64_t b = 0; b < blocks; ++b) {
+            same &= bits(pair_p[b]) == bits(ref_blocks[b]) && bits(pair_q[b]) == bits(q_blocks[b]);
+            long double e = 0.0L;  // exact enough: 64-bit significand, at most 256 terms
+            for (int64_t v = b * sv::kMassBlock; v < std::min(n, (b + 1) * sv::kMassBlock); ++v)
+              e += static_cast<long double>(sv::residual_value(p.data[v], q.data[v], 1.0f, 1.0f));
+            const bool inf_ok = std::isinf(guess[b]) && e > 0x1p127L;
+            same &= inf_ok || std::fabs(static_cast<long double>(guess[b]) - e) <= (sv::kGuessSumBound + 0x1p-45) * e;
+          }
+        }
+        check(same, label(*kt, "row_mass_pair_guess", n, fill, at_end, offset) + (ok ? " (returned true)" : " (returned false)"));
+      }
 
       if (ref_mass_ok && q_ok && ref_mass > 0 && ref_q_mass > 0) {
         float a, b;
@@ -233,6 +265,26 @@ void kernel_parity(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int
         kt->residual_store(in_place.data(), q.data, a, b, n, in_place.data(), sb.data(), &sm);
         same_s &= bits(sm) == bits(rm) && std::memcmp(in_place.data(), stored.data(), n * 4) == 0;
         check(same_s, label(*kt, "residual_store", n, fill, at_end, offset));
+        // Note [Bounded sampling]: the residual's float32 block sums within the bound.
+        if (kt->residual_block_sums != nullptr) {
+          std::vector<double> fb(blocks, -1.0);
+          kt->residual_block_sums(p.data, q.data, a, b, n, fb.data());
+          check(within_block_bound(fb, rb), label(*kt, "residual_block_sums within the bound", n, fill, at_end, offset));
+        }
+      }
+
+      // Note [Bounded sampling]: the row's float32 block sums. For a row row_mass takes,
+      // true (or false only for a row holding -0.0) and each sum within the bound of the
+      // canonical block mass; for any other row, false or a non-finite total.
+      if (kt->row_block_sums != nullptr) {
+        std::vector<double> fb(blocks, -1.0);
+        const bool f_ok = kt->row_block_sums(p.data, n, fb.data());
+        double total = 0.0;
+        for (double x : fb) total += x;
+        bool good;
+        if (ref_mass_ok) good = f_ok ? within_block_bound(fb, ref_blocks) : has_negative_zero(pv);
+        else good = !f_ok || !std::isfinite(total);
+        check(good, label(*kt, "row_block_sums", n, fill, at_end, offset) + (f_ok ? " (returned true)" : " (returned false)"));
       }
     }
   }
@@ -854,6 +906,8 @@ void half_round_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, 
 sv::KernelTable without_bounds(const sv::KernelTable& kt) {
   sv::KernelTable t = kt;
   t.row_sum_f32 = [](const float*, int64_t, float*) { return false; };
+  t.row_block_sums = nullptr;  // nor Note [Bounded sampling]: canonical masses only
+  t.residual_block_sums = nullptr;
   return t;
 }
 
@@ -911,6 +965,253 @@ void mass_bound_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, 
             std::string(kt->name) + " bounded one-hot accept equals exact at the boundary, round " + std::to_string(r));
     }
   }
+}
+
+// ---- Note [Bounded sampling] ------------------------------------------------------------------
+
+// The table without the float32 shortcuts: canonical masses everywhere.
+sv::KernelTable exact_only(const sv::KernelTable& kt) { return without_bounds(kt); }
+
+// A table whose residual_block_sums counts its calls: a rejection drawn from the sums
+// guessed during the pass over p and q never calls it.
+const sv::KernelTable* g_counted = nullptr;
+int64_t g_residual_sums_calls = 0;
+void counted_residual_sums(const float* p, const float* q, float a, float b, int64_t n, double* sums) {
+  ++g_residual_sums_calls;
+  g_counted->residual_block_sums(p, q, a, b, n, sums);
+}
+
+// A uniform whose threshold u * T lands on a canonical running sum of the draw (Note
+// [Blocked sampling]), give or take up to two ulps: the end of the blocks before a random
+// one (if they hold mass), or the in-block running sum at a random positive value of it. blocks: the canonical block
+// masses, total their sum; value(v) the row's values.
+template <class Value>
+double boundary_uniform(Rng& rng, const std::vector<double>& blocks, double total, int64_t n, Value value) {
+  const int64_t nb = static_cast<int64_t>(blocks.size());
+  int64_t b = rng.below(nb);
+  while (!(blocks[b] > 0.0)) b = (b + 1) % nb;
+  double before = 0.0;
+  for (int64_t j = 0; j < b; ++j) before += blocks[j];
+  double target = before;
+  if (before == 0.0 || rng.below(3) != 0) {  // in the block: the running sum at a positive value
+    const int64_t begin = b * sv::kMassBlock, end = std::min(n, begin + sv::kMassBlock);
+    std::vector<double> sums;
+    double sum = before;
+    for (int64_t v = begin; v < end; ++v) {
+      if (value(v) > 0.0f) {
+        sum += static_cast<double>(value(v));
+        sums.push_back(sum);
+      }
+    }
+    target = sums[rng.below(static_cast<int64_t>(sums.size()))];
+  }
+  double u = std::min(target / total, 0x1.fffffffffffffp-1);
+  const int64_t nudge = rng.below(5) - 2;
+  for (int64_t z = 0; z < std::abs(nudge); ++z) u = std::nextafter(u, nudge < 0 ? 0.0 : 1.0);
+  return u;
+}
+
+// bounded_sample_index against sample_index on the canonical masses, on every path's block
+// sums: an answer is always sample_index's, and a threshold on a running sum (a boundary
+// uniform) is never answered (the fallback fires). Then whole rounds with the last row's
+// draw (all accepted) and the correction's draw (rejected at 0) at such boundaries and at
+// random uniforms: the same outcomes as with canonical masses only, and the fallback counted.
+void bounded_sampling_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int count, int64_t max_n) {
+  const sv::KernelTable& ref = sv::scalar_kernels();
+  int64_t answered = 0;
+  for (int r = 0; r < count; ++r) {
+    const int64_t n = 1 + rng.below(max_n);
+    const int fills[] = {kUniform, kSpiky, kSparse, kDenormal, kHuge, kConstant, kTies};
+    const int fill = fills[rng.below(7)];
+    std::vector<float> row = make_row(rng, n, fill);
+    row[rng.below(n)] = fill == kHuge ? 1e30f : 0.5f;  // some mass
+    const int64_t nb = sv::num_blocks(n);
+    std::vector<double> blocks(nb), approx(nb);
+    double total = 0.0;
+    check(ref.row_mass(row.data(), n, blocks.data(), &total) && total > 0.0, "bounded sampling: a valid row");
+    const auto value = [&row](int64_t v) { return row[v]; };
+    for (int c = 0; c < 4; ++c) {
+      const bool boundary = c >= 2;
+      const double u = boundary ? boundary_uniform(rng, blocks, total, n, value) : rng.uniform();
+      const int64_t want = sv::sample_index(blocks.data(), n, u * total, value);
+      for (const sv::KernelTable* kt : kts) {
+        if (kt->row_block_sums == nullptr || !kt->row_block_sums(row.data(), n, approx.data())) continue;
+        int64_t got = -7;
+        const bool ok = sv::bounded_sample_index(approx.data(), n, u, value, &got);
+        answered += ok;
+        char buf[200];
+        std::snprintf(buf, sizeof buf, "%s bounded draw n=%lld fill=%s u=%a %s", kt->name, (long long)n, fill_name(fill),
+                      u, boundary ? "at a running sum" : "random");
+        check(!ok || got == want, std::string(buf) + ": sample_index's answer");
+        if (boundary) check(!ok, std::string(buf) + ": not answered");
+      }
+    }
+  }
+  check(answered > count, "bounded sampling answers most random draws (" + std::to_string(answered) + ")");
+
+  // Rounds: K target rows accepted for sure (draft row = target row, token its argmax), or
+  // rejected at 0 (p_0(t_0) = 0).
+  int64_t guessed_draws = 0;
+  for (int r = 0; r < count / 4; ++r) {
+    const int64_t k = 1 + rng.below(4);
+    const int64_t n = 2 + rng.below(max_n);
+    const int fills[] = {kUniform, kSpiky, kSparse, kDenormal};
+    std::vector<float> p((k + 1) * n), q(k * n);
+    for (int64_t i = 0; i <= k; ++i) {
+      std::vector<float> v = make_row(rng, n, fills[rng.below(4)]);
+      v[rng.below(n)] = 0.5f;
+      std::copy(v.begin(), v.end(), p.begin() + i * n);
+    }
+    const bool reject = rng.below(2) == 0;
+    // Rows of mass near 1 in half the rounds: the residual's factors are then within a few
+    // ulps of 1 and a rejection tries the sums guessed during the pass over p and q.
+    const bool normalised = rng.below(2) == 0;
+    const auto normalise = [&](std::vector<float>& v) {
+      double sum = 0.0;
+      for (float x : v) sum += x;
+      for (float& x : v) x = static_cast<float>(x / sum);
+    };
+    if (normalised) {
+      for (int64_t i = 0; i <= k; ++i) {
+        std::vector<float> v(p.begin() + i * n, p.begin() + (i + 1) * n);
+        normalise(v);
+        std::copy(v.begin(), v.end(), p.begin() + i * n);
+      }
+    }
+    std::vector<int64_t> tokens(k);
+    for (int64_t i = 0; i < k; ++i) {
+      std::vector<float> v(p.begin() + i * n, p.begin() + (i + 1) * n);
+      if (reject && i == 0) {
+        v = make_row(rng, n, kUniform);
+        v[rng.below(n)] = 0.5f;
+        if (normalised) normalise(v);
+      }
+      std::copy(v.begin(), v.end(), q.begin() + i * n);
+      int64_t best = 0;
+      ref.row_argmax(v.data(), n, &best);
+      tokens[i] = best;
+    }
+    if (reject) p[tokens[0]] = 0.0f;
+    // The draw's canonical masses: row K, or the residual at 0.
+    const int64_t nb = sv::num_blocks(n);
+    std::vector<double> blocks(nb);
+    double total = 0.0;
+    std::vector<float> drawn(n);
+    if (reject) {
+      double P = 0, Q = 0;
+      ref.row_mass(p.data(), n, blocks.data(), &P);
+      ref.row_mass(q.data(), n, blocks.data(), &Q);
+      float a, b;
+      sv::residual_scales(P, Q, &a, &b);
+      for (int64_t v = 0; v < n; ++v) drawn[v] = sv::residual_value(p[v], q[v], a, b);
+    } else {
+      std::copy(p.begin() + k * n, p.end(), drawn.begin());
+    }
+    ref.row_mass(drawn.data(), n, blocks.data(), &total);
+    if (!(total > 0.0)) continue;  // a residual without mass: the draw is from p, exactly
+    std::vector<double> u(k + 1, 0.0);
+    for (int64_t i = 0; i < k; ++i) u[i] = rng.uniform();
+    const bool boundary = rng.below(2) == 0;
+    u[k] = boundary ? boundary_uniform(rng, blocks, total, n, [&drawn](int64_t v) { return drawn[v]; })
+                    : rng.uniform();
+    const sv::Rows t_rows{p.data(), n}, d_rows{q.data(), n};
+    for (const sv::KernelTable* kt : kts) {
+      const sv::KernelTable exact = exact_only(*kt);
+      sv::KernelTable counted = *kt;
+      if (kt->residual_block_sums != nullptr) {
+        g_counted = kt;
+        counted.residual_block_sums = counted_residual_sums;
+      }
+      const int64_t calls = g_residual_sums_calls;
+      const int64_t before = sv::bounded_draw_fallbacks();
+      const sv::Outcome a = sv::accept_round(counted, t_rows, d_rows, tokens.data(), u.data(), k, n);
+      guessed_draws += kt->row_mass_pair_guess != nullptr && reject && !boundary && g_residual_sums_calls == calls;
+      const int64_t fallbacks = sv::bounded_draw_fallbacks() - before;
+      const sv::Outcome b = sv::accept_round(exact, t_rows, d_rows, tokens.data(), u.data(), k, n);
+      char buf[200];
+      std::snprintf(buf, sizeof buf, "%s bounded round %d k=%lld n=%lld %s, u_K %s", kt->name, r, (long long)k,
+                    (long long)n, reject ? "rejected at 0" : "all accepted", boundary ? "at a running sum" : "random");
+      check(a.error == b.error && a.n_accepted == b.n_accepted && a.token == b.token &&
+                a.n_accepted == (reject ? 0 : k),
+            std::string(buf) + ": the exact outcome");
+      const bool has = reject ? kt->residual_block_sums != nullptr : kt->row_block_sums != nullptr;
+      if (has && boundary) check(fallbacks == 1, std::string(buf) + ": the fallback fired");
+      if (!has) check(fallbacks == 0, std::string(buf) + ": nothing to fall back from");
+    }
+  }
+
+  if (count >= 80 && std::any_of(kts.begin(), kts.end(), [](auto* kt) { return kt->row_mass_pair_guess != nullptr; }))
+    check(guessed_draws > 0, "rejections drawn from the guessed residual sums (" + std::to_string(guessed_draws) + ")");
+
+  // One-hot drafts: a position decided and its correction drawn from one float32 pass.
+  // Rejected at 0 (u_0 well above p(t) / P) with u_K at a running sum of p without t, or
+  // random; or u_0 on the acceptance boundary p(t) / P (the decision falls back).
+  const sv::Rows none{nullptr, 0};
+  int64_t boundary_decisions = 0;
+  for (int r = 0; r < count / 4; ++r) {
+    const int64_t k = 1 + rng.below(4);
+    const int64_t n = 2 + rng.below(max_n);
+    const int fills[] = {kUniform, kSpiky, kSparse, kDenormal};
+    std::vector<float> p((k + 1) * n);
+    for (int64_t i = 0; i <= k; ++i) {
+      std::vector<float> v = make_row(rng, n, fills[rng.below(4)]);
+      v[rng.below(n)] = 0.5f;
+      v[rng.below(n)] = 0.25f;
+      // Masses about 1/2: a boundary uniform p(t) / P is then above p(t), where the round's
+      // first guess (mass 1) sees a likely rejection and takes the block sums.
+      double sum = 0.0;
+      for (float x : v) sum += x;
+      for (float& x : v) x = static_cast<float>(x * (0.5 / sum));
+      std::copy(v.begin(), v.end(), p.begin() + i * n);
+    }
+    std::vector<int64_t> tokens(k);
+    for (int64_t i = 0; i < k; ++i) tokens[i] = rng.below(n);
+    const int64_t nb = sv::num_blocks(n);
+    std::vector<double> blocks(nb);
+    double P = 0.0;
+    ref.row_mass(p.data(), n, blocks.data(), &P);
+    const double pt = p[tokens[0]];
+    const int mode = static_cast<int>(rng.below(3));  // 0 random draw, 1 draw at a running sum, 2 decision at the boundary
+    std::vector<double> u(k + 1);
+    for (double& x : u) x = rng.uniform();
+    if (mode == 2) {
+      if (!(pt > 0.0)) continue;  // p(t) = 0: rejected whatever u, no boundary
+      u[0] = std::min(pt / P, 0x1.fffffffffffffp-1);
+      const int64_t nudge = rng.below(5) - 2;
+      for (int64_t z = 0; z < std::abs(nudge); ++z) u[0] = std::nextafter(u[0], nudge < 0 ? 0.0 : 1.0);
+    } else {
+      if (!(pt / P < 0.99)) continue;
+      u[0] = 0.995;  // rejected
+      std::vector<float> without(p.begin(), p.begin() + n);
+      without[tokens[0]] = 0.0f;
+      double rest = 0.0;
+      ref.row_mass(without.data(), n, blocks.data(), &rest);
+      if (!(rest > 0.0)) continue;
+      if (mode == 1) u[k] = boundary_uniform(rng, blocks, rest, n, [&without](int64_t v) { return without[v]; });
+    }
+    const sv::Rows t_rows{p.data(), n};
+    for (const sv::KernelTable* kt : kts) {
+      const sv::KernelTable exact = exact_only(*kt);
+      const int64_t before = sv::bounded_draw_fallbacks();
+      const sv::Outcome a = sv::accept_round(*kt, t_rows, none, tokens.data(), u.data(), k, n);
+      const int64_t fallbacks = sv::bounded_draw_fallbacks() - before;
+      const sv::Outcome b = sv::accept_round(exact, t_rows, none, tokens.data(), u.data(), k, n);
+      char buf[200];
+      std::snprintf(buf, sizeof buf, "%s bounded one-hot round %d k=%lld n=%lld mode %d", kt->name, r, (long long)k,
+                    (long long)n, mode);
+      check(a.error == b.error && a.n_accepted == b.n_accepted && a.token == b.token &&
+                (mode == 2 || a.n_accepted == 0),
+            std::string(buf) + ": the exact outcome");
+      // Position 0 goes to the block sums when its acceptance looks unlikely from mass 1
+      // (the first guess of Note [Mass bounds]).
+      const bool tried = !(u[0] * 1.0 < pt);
+      if (kt->row_block_sums != nullptr && mode >= 1 && tried) check(fallbacks >= 1, std::string(buf) + ": the fallback fired");
+      boundary_decisions += kt->row_block_sums != nullptr && mode == 2 && tried;
+    }
+  }
+  if (count >= 80)  // enough rounds for some to land there
+    check(boundary_decisions > 0, "bounded one-hot decisions at the boundary were tried (" +
+                                      std::to_string(boundary_decisions) + ")");
 }
 
 // ---- trees (Note [Tree verification]) ---------------------------------------------------------
@@ -1150,6 +1451,8 @@ int main(int argc, char** argv) {
   half_round_tests(rng, kts, quick ? 3 : 12, 160000);
   mass_bound_tests(rng, kts, quick ? 200 : 2000, 3000);
   mass_bound_tests(rng, kts, quick ? 4 : 20, 160000);
+  bounded_sampling_tests(rng, kts, quick ? 200 : 2000, 3000);
+  bounded_sampling_tests(rng, kts, quick ? 8 : 40, 160000);
   tree_tests(rng, kts, quick ? 100 : 800, 700);
   tree_tests(rng, kts, quick ? 4 : 20, 40000);
   batch_tests(rng, kts, quick ? 20 : 150, 300);
