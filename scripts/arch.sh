@@ -57,3 +57,16 @@ native_torch_version() {
       if grep -qw atomics /proc/cpuinfo 2>/dev/null; then echo 2.10.0; else echo 2.9.1; fi ;;
   esac
 }
+
+# Linker flags a static cross build for $1 needs, preparing them in directory $2. Debian's
+# libc6-dev-amd64-cross ships libm.a as a linker script that names the native paths
+# (/usr/lib/x86_64-linux-gnu/libm-2.36.a and libmvec.a), absent on an aarch64 host: a copy
+# of the script naming the cross directory's archives goes first on the search path.
+static_libm_fix() {
+  local lib="/usr/$1-linux-gnu/lib" dir="$2/libm-$1"
+  [[ $1 != "$NATIVE_ARCH" && -f $lib/libm.a ]] || return 0
+  [[ $(head -c 7 "$lib/libm.a") == '!<arch>' ]] && return 0
+  mkdir -p "$dir"
+  sed -E "s#/usr/lib/$1-linux-gnu/#$lib/#g" "$lib/libm.a" >"$dir/libm.a"
+  echo "-L$dir"
+}

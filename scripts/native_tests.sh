@@ -26,7 +26,8 @@ else
 fi
 echo "-- $arch under qemu"
 # shellcheck disable=SC2046
-"$(cxx_for "$arch")" "${flags[@]}" $(march_flags "$arch") -static "${sources[@]}" -o "$out/test_kernels_$arch"
+"$(cxx_for "$arch")" "${flags[@]}" $(march_flags "$arch") -static $(static_libm_fix "$arch" "$out") \
+  "${sources[@]}" -o "$out/test_kernels_$arch"
 for cpu in $(qemu_cpus_for "$arch"); do
   echo "$(qemu_for "$arch") -cpu $cpu"
   "$(qemu_for "$arch")" -cpu "$cpu" "$out/test_kernels_$arch" --quick
