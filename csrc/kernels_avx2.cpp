@@ -365,17 +365,17 @@ SPEC_VERIFY_AVX2 void bf16_widen__avx2(const uint16_t* h, int64_t n, float* out)
 }
 
 // Eight at a time; a group with any value >= t is taken apart lane by lane.
-SPEC_VERIFY_AVX2 int64_t f32_gather_at_least__avx2(const float* w, int64_t n, float t, float* out) {
+SPEC_VERIFY_AVX2 int64_t f32_gather_at_least__avx2(const float* w, int64_t n, float t, int64_t* index) {
   const __m256 vt = _mm256_set1_ps(t);
   int64_t m = 0, v = 0;
   for (; v + 8 <= n; v += 8) {
     unsigned hits = static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(w + v), vt, _CMP_GE_OQ)));
     while (hits != 0) {
-      out[m++] = w[v + __builtin_ctz(hits)];
+      index[m++] = v + __builtin_ctz(hits);
       hits &= hits - 1;
     }
   }
-  return gather_at_least_from(w, v, n, t, out, m);
+  return gather_at_least_from(w, v, n, t, index, m);
 }
 
 }  // namespace
