@@ -256,6 +256,7 @@ struct Avx2Ops {
   static SPEC_VERIFY_AVX2 F sub(F a, F b) { return _mm256_sub_ps(a, b); }
   static SPEC_VERIFY_AVX2 F mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static SPEC_VERIFY_AVX2 F max(F a, F b) { return _mm256_max_ps(a, b); }
+  static SPEC_VERIFY_AVX2 F sub_exact_product(F a, F b, F c) { return sub(a, mul(b, c)); }  // no FMA here
   static SPEC_VERIFY_AVX2 I bits(F x) { return _mm256_castps_si256(x); }
   static SPEC_VERIFY_AVX2 F from_bits(I i) { return _mm256_castsi256_ps(i); }
   static SPEC_VERIFY_AVX2 I isplat(int32_t i) { return _mm256_set1_epi32(i); }

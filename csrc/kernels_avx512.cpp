@@ -206,6 +206,7 @@ struct Avx512Ops {
   static SPEC_VERIFY_AVX512 F sub(F a, F b) { return _mm512_sub_ps(a, b); }
   static SPEC_VERIFY_AVX512 F mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static SPEC_VERIFY_AVX512 F max(F a, F b) { return _mm512_max_ps(a, b); }
+  static SPEC_VERIFY_AVX512 F sub_exact_product(F a, F b, F c) { return _mm512_fnmadd_ps(b, c, a); }  // fused: b * c is exact
   // vscalefps: p * 2^n with one rounding, as scale_by_two_factors gives it.
   static SPEC_VERIFY_AVX512 F scale(F p, F n, F) { return _mm512_scalef_ps(p, n); }
 };
@@ -217,7 +218,11 @@ struct WeightValues : WeightTail {
     const __m512 y = _mm512_sub_ps(_mm512_div_ps(_mm512_loadu_ps(x + v), vt), vm);
     const __m512 e = exp_nonpositive<Avx512Ops>(y);
     _mm512_storeu_ps(w + v, e);
-    lanes[0].add(_mm512_castps512_ps256(e), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1)));
+    // The upper eight widened from memory rather than extracted: the loop is bound by the
+    // vector ports, the load ports have room.
+    __m256 upper = _mm256_loadu_ps(w + v + 8);
+    asm("" : "+v"(upper));
+    lanes[0].add(_mm512_castps512_ps256(e), upper);
   }
 };
 

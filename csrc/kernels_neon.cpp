@@ -165,6 +165,7 @@ struct NeonOps {
   static F sub(F a, F b) { return vsubq_f32(a, b); }
   static F mul(F a, F b) { return vmulq_f32(a, b); }
   static F max(F a, F b) { return vmaxq_f32(a, b); }
+  static F sub_exact_product(F a, F b, F c) { return vfmsq_f32(a, b, c); }  // fused: b * c is exact
   static I bits(F x) { return vreinterpretq_s32_f32(x); }
   static F from_bits(I i) { return vreinterpretq_f32_s32(i); }
   static I isplat(int32_t i) { return vdupq_n_s32(i); }
