@@ -185,12 +185,29 @@ float top_p_cutoff(const KernelTable& kt, const float* w, int64_t n, double targ
   double greater = 0.0;
   bool narrowed = false;
   if (c.size() > kSortDirectly) {
+    // Two levels, so that the walk down is short: the buckets of each exponent (64 of them)
+    // summed together, walked first, then the buckets of the exponent where the target is
+    // reached. (Any bucket is only a proposal: the confirmation below decides.)
     std::vector<double>& mass = s.bucket_mass;
     const size_t base = bucket(floor);  // every candidate is >= floor
+    const size_t coarse_base = base >> 6;
     mass.assign(bucket(1.0f) - base + 1, 0.0);
-    for (const int64_t v : c) mass[bucket(w[v]) - base] += static_cast<double>(w[v]);
-    size_t b = mass.size();
-    while (b > 0 && greater + mass[b - 1] < target) greater += mass[--b];
+    double coarse[256] = {};
+    for (const int64_t v : c) {
+      const double x = static_cast<double>(w[v]);
+      mass[bucket(w[v]) - base] += x;
+      coarse[(bucket(w[v]) >> 6) - coarse_base] += x;
+    }
+    size_t e = (bucket(1.0f) >> 6) - coarse_base + 1;
+    while (e > 0 && greater + coarse[e - 1] < target) greater += coarse[--e];
+    size_t b = 0;
+    if (e > 0) {
+      --e;
+      const size_t lo = (e + coarse_base) << 6 > base ? ((e + coarse_base) << 6) - base : 0;
+      b = std::min(mass.size(), ((e + coarse_base + 1) << 6) - base);
+      while (b > lo && greater + mass[b - 1] < target) greater += mass[--b];
+      if (b == lo) b = 0;  // not reached in this exponent (rounding): no narrowing
+    }
     if (b > 0) {
       --b;
       pool.clear();
