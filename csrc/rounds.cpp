@@ -245,7 +245,6 @@ struct CachedWarp {
   int64_t n = -1;  // -1: empty
   WarpParams params;
   const KernelTable* kt = nullptr;
-  const void* source = nullptr;  // where the logits were read (which entry to replace)
   uint64_t stamp = 0;
 };
 struct WarpCache {
@@ -487,19 +486,12 @@ Outcome sample_round(const KernelTable& kt, RowRef x, int64_t n, const WarpParam
     return out;
   }
   // The row is kept for a round that reads it as a draft row (Note [Warped draft rows]):
-  // an entry takes a copy of the logits (as float32), made first so that the warp reads the
-  // copy, in cache, and the row only once; then the warped row's buffers. The entry is the
-  // one last filled from the same memory if there is one (a row sampled again, as plain
-  // sampling does, reuses its buffers, still in cache), else an empty one, else the oldest.
+  // the empty or oldest entry takes a copy of the logits (as float32), made first so that
+  // the warp reads the copy, in cache, and the row only once; then the warped row's buffers.
   WarpCache& cache = warp_cache();
-  CachedWarp* e = nullptr;
+  CachedWarp* e = &cache.rows[0];
   for (CachedWarp& c : cache.rows)
-    if (c.source == x.data && (e == nullptr || c.stamp > e->stamp)) e = &c;
-  if (e == nullptr) {
-    e = &cache.rows[0];
-    for (CachedWarp& c : cache.rows)
-      if (c.n < 0 || (e->n >= 0 && c.stamp < e->stamp)) e = &c;
-  }
+    if (c.n < 0 || (e->n >= 0 && c.stamp < e->stamp)) e = &c;
   e->n = -1;
   if (e->logits.size() < static_cast<size_t>(n)) e->logits.resize(n);
   if (x.type == Elem::kF32)
@@ -517,7 +509,6 @@ Outcome sample_round(const KernelTable& kt, RowRef x, int64_t n, const WarpParam
   e->n = n;
   e->params = params;
   e->kt = &kt;
-  e->source = x.data;
   e->stamp = ++cache.clock;
   return emitted(0, sample_index(e->blocks.data(), n, u * e->mass, [v = e->values.data(), floor = e->floor](int64_t i) {
     return v[i] < floor ? 0.0f : v[i];
