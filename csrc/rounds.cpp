@@ -485,23 +485,18 @@ Outcome sample_round(const KernelTable& kt, RowRef x, int64_t n, const WarpParam
     if (!typed_argmax(kt, x, n, &out.token)) return nan_row(x, n);
     return out;
   }
-  // The row is kept for a round that reads it as a draft row (Note [Warped draft rows]):
-  // the empty or oldest entry takes a copy of the logits (as float32), made first so that
-  // the warp reads the copy, in cache, and the row only once; then the warped row's buffers.
+  WarpScratch& s = warp_scratch(n);
+  WarpedRow p{s.values.data(), s.blocks.data(), 0.0};
+  const float* logits = as_floats(kt, x, n, widened_logits(n));
+  const Outcome bad = warp_row_lazy(kt, logits, n, params, &p);
+  if (bad.error != InputError::kNone) return bad;
+  // Kept for a round that reads this row as a draft row (Note [Warped draft rows]): the
+  // empty or oldest entry takes the warped row's buffers and a copy of the logits.
   WarpCache& cache = warp_cache();
   CachedWarp* e = &cache.rows[0];
   for (CachedWarp& c : cache.rows)
     if (c.n < 0 || (e->n >= 0 && c.stamp < e->stamp)) e = &c;
-  e->n = -1;
-  if (e->logits.size() < static_cast<size_t>(n)) e->logits.resize(n);
-  if (x.type == Elem::kF32)
-    std::memcpy(e->logits.data(), x.data, static_cast<size_t>(n) * sizeof(float));
-  else
-    widen(kt, x, n, e->logits.data());
-  WarpScratch& s = warp_scratch(n);
-  WarpedRow p{s.values.data(), s.blocks.data(), 0.0};
-  const Outcome bad = warp_row_lazy(kt, e->logits.data(), n, params, &p);
-  if (bad.error != InputError::kNone) return bad;
+  e->logits.assign(logits, logits + n);
   std::swap(e->values, s.values);
   std::swap(e->blocks, s.blocks);
   e->mass = p.mass;
