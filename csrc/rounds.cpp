@@ -2,7 +2,6 @@
 // Scalar code shared by every instruction set; the O(V) work goes through the KernelTable.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -225,63 +224,6 @@ float* widened_logits(int64_t vocab) {
   return buffer.data();
 }
 
-// Note [Warped draft rows]
-// In a sampled round a draft's logits row is warped twice: by sample_round, which draws the
-// draft token from it, and by the round, which warps every row it reads. A warp is a pure
-// function of the row's values, its length and the WarpParams, with the same bits on every
-// path, so sample_round keeps its last kWarpCache warped rows (per thread) with a copy of
-// the logits (as float32) they came from, and a round that reads a draft row takes the
-// warped row from there when length, parameters, kernel table and every bit of the logits
-// are the same (memcmp): the row it would have warped, for a copy in sample_round and a
-// compare here instead of a warp. Target rows are never looked up (no sample_round warped
-// them). An entry is taken by the first round that matches it (its buffers are swapped
-// with the round's, nothing is copied).
-constexpr int kWarpCache = 8;
-struct CachedWarp {
-  std::vector<float> logits, values;
-  std::vector<double> blocks;
-  double mass = 0.0;
-  float floor = 0.0f;
-  int64_t n = -1;  // -1: empty
-  WarpParams params;
-  const KernelTable* kt = nullptr;
-  uint64_t stamp = 0;
-};
-struct WarpCache {
-  CachedWarp rows[kWarpCache];
-  uint64_t clock = 0;
-};
-WarpCache& warp_cache() {
-  thread_local WarpCache cache;
-  return cache;
-}
-
-bool same_params(const WarpParams& a, const WarpParams& b) {
-  return a.temperature == b.temperature && a.top_k == b.top_k && a.top_p == b.top_p && a.min_p == b.min_p;
-}
-
-// The cached warp of logits x (n float32 values) into s, if there is one.
-bool take_cached_warp(const KernelTable& kt, const float* x, int64_t n, const WarpParams& params, Side* s) {
-  for (CachedWarp& e : warp_cache().rows) {
-    if (e.n != n || e.kt != &kt || !same_params(e.params, params)) continue;
-    // A few values first: most rows that differ differ there.
-    bool maybe = true;
-    for (int64_t j = 0; j < 8 && maybe; ++j) {
-      const int64_t v = (n - 1) * j / 7;
-      maybe = std::memcmp(&e.logits[v], &x[v], sizeof(float)) == 0;
-    }
-    if (!maybe || std::memcmp(e.logits.data(), x, static_cast<size_t>(n) * sizeof(float)) != 0) continue;
-    std::swap(e.values, s->buffer);
-    std::swap(e.blocks, s->blocks);
-    s->row = RowRef(s->buffer.data());
-    s->mass = e.mass;
-    s->floor = e.floor;
-    e.n = -1;
-    return true;
-  }
-  return false;
-}
-
 // The rows of a round on logits: warped as they are read (Note [Warping]).
 struct LogitRows {
   const KernelTable& kt;
@@ -291,10 +233,8 @@ struct LogitRows {
   static constexpr bool kWarped = true;
 
   Outcome read(RowRef x, bool in_draft, int64_t i, Side* s) const {
-    const float* logits = as_floats(kt, x, vocab, widened_logits(vocab));
-    if (in_draft && take_cached_warp(kt, logits, vocab, params, s)) return Outcome{};  // Note [Warped draft rows]
     WarpedRow w{s->buffer.data(), s->blocks.data(), 0.0};
-    const Outcome bad = warp_row_lazy(kt, logits, vocab, params, &w);
+    const Outcome bad = warp_row_lazy(kt, as_floats(kt, x, vocab, widened_logits(vocab)), vocab, params, &w);
     if (bad.error != InputError::kNone) return in_row(bad, in_draft, i);
     s->row = RowRef(w.values);
     s->floor = w.floor;
@@ -465,8 +405,10 @@ struct WarpScratch {
 };
 WarpScratch& warp_scratch(int64_t vocab) {
   thread_local WarpScratch s;
-  if (s.values.size() < static_cast<size_t>(vocab)) s.values.resize(vocab);
-  if (s.blocks.size() < static_cast<size_t>(num_blocks(vocab))) s.blocks.resize(num_blocks(vocab));
+  if (s.values.size() < static_cast<size_t>(vocab)) {
+    s.values.resize(vocab);
+    s.blocks.resize(num_blocks(vocab));
+  }
   return s;
 }
 
@@ -487,25 +429,9 @@ Outcome sample_round(const KernelTable& kt, RowRef x, int64_t n, const WarpParam
   }
   WarpScratch& s = warp_scratch(n);
   WarpedRow p{s.values.data(), s.blocks.data(), 0.0};
-  const float* logits = as_floats(kt, x, n, widened_logits(n));
-  const Outcome bad = warp_row_lazy(kt, logits, n, params, &p);
+  const Outcome bad = warp_row_lazy(kt, as_floats(kt, x, n, widened_logits(n)), n, params, &p);
   if (bad.error != InputError::kNone) return bad;
-  // Kept for a round that reads this row as a draft row (Note [Warped draft rows]): the
-  // empty or oldest entry takes the warped row's buffers and a copy of the logits.
-  WarpCache& cache = warp_cache();
-  CachedWarp* e = &cache.rows[0];
-  for (CachedWarp& c : cache.rows)
-    if (c.n < 0 || (e->n >= 0 && c.stamp < e->stamp)) e = &c;
-  e->logits.assign(logits, logits + n);
-  std::swap(e->values, s.values);
-  std::swap(e->blocks, s.blocks);
-  e->mass = p.mass;
-  e->floor = p.floor;
-  e->n = n;
-  e->params = params;
-  e->kt = &kt;
-  e->stamp = ++cache.clock;
-  return emitted(0, sample_index(e->blocks.data(), n, u * e->mass, [v = e->values.data(), floor = e->floor](int64_t i) {
+  return emitted(0, sample_index(p.blocks, n, u * p.mass, [v = p.values, floor = p.floor](int64_t i) {
     return v[i] < floor ? 0.0f : v[i];
   }));
 }

@@ -567,70 +567,6 @@ void top_p_long_rows(Rng& rng, const std::vector<const sv::KernelTable*>& kts) {
 
 // sample_round and accept_logits_round on every path: the same outcomes, rows after the
 // deciding one unreadable, bad rows reported where they are.
-// Note [Warped draft rows]: a round whose draft rows sample_round warped just before (the
-// warps are taken from its cache) gives what it gives without them, on every path and both
-// methods; a draft row changed in one value after it was sampled, or sampled with other
-// parameters, is warped anew.
-void warped_draft_cache_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int count, int64_t max_n) {
-  for (int r = 0; r < count; ++r) {
-    const int64_t k = 1 + rng.below(6);
-    const int64_t n = 1 + rng.below(max_n);
-    const int kind = static_cast<int>(rng.below(5));
-    PagedRows target(k + 1, n), draft(k, n);
-    for (int64_t i = 0; i <= k; ++i) {
-      std::vector<float> v = make_logits(rng, n, kind);
-      v[rng.below(n)] = 1.0f;
-      std::memcpy(target.row(i), v.data(), n * 4);
-      if (i < k) std::memcpy(draft.row(i), v.data(), n * 4);  // accepted often: every row read
-    }
-    sv::WarpParams params = random_params(rng, n);
-    sv::WarpParams other = params;
-    other.temperature = params.temperature * 1.5f;
-    std::vector<double> u(k + 1);
-    for (double& x : u) x = rng.uniform();
-    std::vector<int64_t> tokens(k);
-    for (int64_t i = 0; i < k; ++i) tokens[i] = sv::sample_round(sv::scalar_kernels(), draft.row(i), n, params, u[i]).token;
-    // Row 0 changed in one value, its draft token's: its warp must not be taken from the
-    // cache (with the draft token now nearly all of the draft's mass, position 0 mostly
-    // rejects where the rows were equal).
-    const int64_t changed = tokens[0];
-    const float before = draft.row(0)[changed];
-    // The new largest logit: the row's warp changes everywhere.
-    float after = 1.0f;
-    for (int64_t v = 0; v < n; ++v) after = std::max(after, draft.row(0)[v]);
-    after += 30.0f;
-    for (const sv::Method method : {sv::Method::kToken, sv::Method::kBlock}) {
-      for (const sv::KernelTable* kt : kts) {
-        // As many rows sampled with other parameters as the cache holds: nothing below comes
-        // from an earlier round's entries.
-        for (int j = 0; j < 8; ++j) sv::sample_round(*kt, draft.row(j % k), n, other, u[0]);
-        const sv::Outcome ref = sv::accept_logits_round(*kt, target.view(), draft.view(), tokens.data(), u.data(), k, n, params, method);
-        draft.row(0)[changed] = after;
-        const sv::Outcome ref_changed = sv::accept_logits_round(*kt, target.view(), draft.view(), tokens.data(), u.data(), k, n, params, method);
-        draft.row(0)[changed] = before;
-        for (int64_t i = 0; i < k; ++i) {
-          const sv::Outcome s = sv::sample_round(*kt, draft.row(i), n, params, u[i]);
-          check(s.token == tokens[i], std::string(kt->name) + " sample_round with the cache");
-        }
-        const sv::Outcome cached = sv::accept_logits_round(*kt, target.view(), draft.view(), tokens.data(), u.data(), k, n, params, method);
-        for (int64_t i = 0; i < k; ++i) sv::sample_round(*kt, draft.row(i), n, params, u[i]);
-        draft.row(0)[changed] = after;
-        const sv::Outcome cached_changed = sv::accept_logits_round(*kt, target.view(), draft.view(), tokens.data(), u.data(), k, n, params, method);
-        draft.row(0)[changed] = before;
-        char buf[200];
-        std::snprintf(buf, sizeof buf, "%s warped draft rows from sample_round r=%d k=%lld n=%lld kind=%d %s", kt->name, r,
-                      (long long)k, (long long)n, kind, method == sv::Method::kBlock ? "block" : "token");
-        check(ref.error == sv::InputError::kNone && cached.error == sv::InputError::kNone &&
-                  cached.n_accepted == ref.n_accepted && cached.token == ref.token,
-              buf);
-        check(cached_changed.error == ref_changed.error && cached_changed.n_accepted == ref_changed.n_accepted &&
-                  cached_changed.token == ref_changed.token,
-              std::string(buf) + ", a row changed after it was sampled");
-      }
-    }
-  }
-}
-
 void logits_round_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int count, int64_t max_n) {
   for (int r = 0; r < count; ++r) {
     const int64_t k = rng.below(6);
@@ -1231,7 +1167,6 @@ int main(int argc, char** argv) {
   top_p_long_rows(rng, kts);
   logits_round_tests(rng, kts, quick ? 100 : 1000, 3000);
   logits_round_tests(rng, kts, quick ? 5 : 40, 160000);
-  warped_draft_cache_tests(rng, kts, quick ? 30 : 200, 3000);
   widen_exhaustive(kts);
   for (int64_t n : sizes) half_parity(rng, kts, n);
   half_round_tests(rng, kts, quick ? 40 : 300, 3000);
