@@ -150,10 +150,10 @@ SPEC_VERIFY_INLINE void blocked_keep_at_least(const float* w, int64_t n, float t
 
 // gather_at_least from index v on, m values already in out: the scalar path whole and the
 // SIMD paths' tails. Branch-free: most weights are below t.
-inline int64_t gather_at_least_from(const float* w, int64_t v, int64_t n, float t, float* out,
+inline int64_t gather_at_least_from(const float* w, int64_t v, int64_t n, float t, int64_t* index,
                                     int64_t m) {
   for (; v < n; ++v) {
-    out[m] = w[v];
+    index[m] = v;
     m += w[v] >= t;
   }
   return m;

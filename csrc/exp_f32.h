@@ -6,7 +6,8 @@
 //   t = y * log2(e) + 1.5 * 2^23         (round to nearest: t - 1.5 * 2^23 = n, an integer)
 //   n = t - 1.5 * 2^23
 //   r = (y - n * C1) - n * C2            (C1 + C2 = ln 2; C1 has 9 significant bits, so
-//                                         n * C1 is exact for |n| < 2^15)
+//                                         n * C1 is exact for |n| < 2^15, and a fused
+//                                         y - n * C1 rounds the same difference once)
 //   p = ((((((P0 * r + P1) * r + P2) * r + P3) * r + P4) * r + P5) * (r * r) + r) + 1
 //   w = p * 2^n, rounded once             (n in [-150, 0]; p in [0.7, 1.42])
 // y = -104 (any y below, -inf included) gives n = -150 and p < 1, so w rounds to +0.0.
@@ -14,7 +15,9 @@
 // y in [-87, 0], and exp(0) is exactly 1 (r = 0, n = 0). The argument is never NaN or
 // positive here (callers validate the row and subtract its maximum).
 //
-// A path supplies Ops: a lane type F with splat, add, sub, mul, max, and scale(p, n, t),
+// A path supplies Ops: a lane type F with splat, add, sub, mul, max, sub_exact_product(a,
+// b, c) = a - b * c for an exact product b * c (sub(a, mul(b, c)), or one fused
+// multiply-subtract where the path has it: the same single rounding), and scale(p, n, t),
 // p * 2^n rounded once, given n as a float and t = n + 1.5 * 2^23 (whose low bits hold n).
 // scale_by_two_factors is that for any path with 32-bit integer lanes: p * 2^(n >> 1) is
 // exact (a normal float), so multiplying by 2^(n - (n >> 1)) rounds once.
@@ -32,7 +35,7 @@ inline __attribute__((always_inline)) typename Ops::F exp_nonpositive(const type
   const F yc = Ops::max(y, Ops::splat(-104.0f));
   const F t = Ops::add(Ops::mul(yc, Ops::splat(1.44269504088896341f)), magic);
   const F n = Ops::sub(t, magic);
-  const F r = Ops::sub(Ops::sub(yc, Ops::mul(n, Ops::splat(0.693359375f))),
+  const F r = Ops::sub(Ops::sub_exact_product(yc, n, Ops::splat(0.693359375f)),
                        Ops::mul(n, Ops::splat(-2.12194440e-4f)));
   F p = Ops::splat(1.9875691500e-4f);
   p = Ops::add(Ops::mul(p, r), Ops::splat(1.3981999507e-3f));
@@ -67,6 +70,7 @@ struct ScalarOps {
   static F sub(F a, F b) { return a - b; }
   static F mul(F a, F b) { return a * b; }
   static F max(F a, F b) { return a > b ? a : b; }
+  static F sub_exact_product(F a, F b, F c) { return a - b * c; }  // -ffp-contract=off: unfused
   static I bits(F x) { return std::bit_cast<I>(x); }
   static F from_bits(I i) { return std::bit_cast<F>(i); }
   static I isplat(int32_t i) { return i; }

@@ -333,6 +333,7 @@ struct Avx2Ops {
   static SPEC_VERIFY_AVX2 F sub(F a, F b) { return _mm256_sub_ps(a, b); }
   static SPEC_VERIFY_AVX2 F mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static SPEC_VERIFY_AVX2 F max(F a, F b) { return _mm256_max_ps(a, b); }
+  static SPEC_VERIFY_AVX2 F sub_exact_product(F a, F b, F c) { return sub(a, mul(b, c)); }  // no FMA here
   static SPEC_VERIFY_AVX2 I bits(F x) { return _mm256_castps_si256(x); }
   static SPEC_VERIFY_AVX2 F from_bits(I i) { return _mm256_castsi256_ps(i); }
   static SPEC_VERIFY_AVX2 I isplat(int32_t i) { return _mm256_set1_epi32(i); }
@@ -444,17 +445,17 @@ SPEC_VERIFY_AVX2 void bf16_widen__avx2(const uint16_t* h, int64_t n, float* out)
 }
 
 // Eight at a time; a group with any value >= t is taken apart lane by lane.
-SPEC_VERIFY_AVX2 int64_t f32_gather_at_least__avx2(const float* w, int64_t n, float t, float* out) {
+SPEC_VERIFY_AVX2 int64_t f32_gather_at_least__avx2(const float* w, int64_t n, float t, int64_t* index) {
   const __m256 vt = _mm256_set1_ps(t);
   int64_t m = 0, v = 0;
   for (; v + 8 <= n; v += 8) {
     unsigned hits = static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(w + v), vt, _CMP_GE_OQ)));
     while (hits != 0) {
-      out[m++] = w[v + __builtin_ctz(hits)];
+      index[m++] = v + __builtin_ctz(hits);
       hits &= hits - 1;
     }
   }
-  return gather_at_least_from(w, v, n, t, out, m);
+  return gather_at_least_from(w, v, n, t, index, m);
 }
 
 }  // namespace

@@ -298,6 +298,7 @@ struct Avx512Ops {
   static SPEC_VERIFY_AVX512 F sub(F a, F b) { return _mm512_sub_ps(a, b); }
   static SPEC_VERIFY_AVX512 F mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static SPEC_VERIFY_AVX512 F max(F a, F b) { return _mm512_max_ps(a, b); }
+  static SPEC_VERIFY_AVX512 F sub_exact_product(F a, F b, F c) { return _mm512_fnmadd_ps(b, c, a); }  // fused: b * c is exact
   // vscalefps: p * 2^n with one rounding, as scale_by_two_factors gives it.
   static SPEC_VERIFY_AVX512 F scale(F p, F n, F) { return _mm512_scalef_ps(p, n); }
 };
@@ -309,7 +310,11 @@ struct WeightValues : WeightTail {
     const __m512 y = _mm512_sub_ps(_mm512_div_ps(_mm512_loadu_ps(x + v), vt), vm);
     const __m512 e = exp_nonpositive<Avx512Ops>(y);
     _mm512_storeu_ps(w + v, e);
-    lanes[0].add(_mm512_castps512_ps256(e), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1)));
+    // The upper eight widened from memory rather than extracted: the loop is bound by the
+    // vector ports, the load ports have room.
+    __m256 upper = _mm256_loadu_ps(w + v + 8);
+    asm("" : "+v"(upper));
+    lanes[0].add(_mm512_castps512_ps256(e), upper);
   }
 };
 
@@ -496,19 +501,38 @@ SPEC_VERIFY_AVX512 void bf16_widen__avx512(const uint16_t* h, int64_t n, float* 
   for (; v < n; ++v) out[v] = bf16_value(h[v]);
 }
 
-// Sixteen at a time with a compressing store.
-SPEC_VERIFY_AVX512 int64_t f32_gather_at_least__avx512(const float* w, int64_t n, float t, float* out) {
+// Sixteen at a time: the indices of the hits compressed into place, eight int64 at a time
+// (most groups of 64 values hold none, and are passed over with one branch).
+SPEC_VERIFY_AVX512 int64_t f32_gather_at_least__avx512(const float* w, int64_t n, float t, int64_t* index) {
   const __m512 vt = _mm512_set1_ps(t);
+  const __m512i lo = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m512i hi = _mm512_setr_epi64(8, 9, 10, 11, 12, 13, 14, 15);
   int64_t m = 0, v = 0;
-  for (; v + 16 <= n; v += 16) {
-    const __m512 x = _mm512_loadu_ps(w + v);
-    const __mmask16 hits = _mm512_cmp_ps_mask(x, vt, _CMP_GE_OQ);
-    if (hits != 0) {
-      _mm512_mask_compressstoreu_ps(out + m, hits, x);
-      m += __builtin_popcount(hits);
+  const auto take = [&](int64_t at, __mmask16 hits) SPEC_VERIFY_AVX512 {
+    const __m512i base = _mm512_set1_epi64(at);
+    const __mmask8 h0 = static_cast<__mmask8>(hits), h1 = static_cast<__mmask8>(hits >> 8);
+    if (h0 != 0) {
+      _mm512_mask_compressstoreu_epi64(index + m, h0, _mm512_add_epi64(base, lo));
+      m += __builtin_popcount(h0);
     }
+    if (h1 != 0) {
+      _mm512_mask_compressstoreu_epi64(index + m, h1, _mm512_add_epi64(base, hi));
+      m += __builtin_popcount(h1);
+    }
+  };
+  for (; v + 64 <= n; v += 64) {
+    const __mmask16 h0 = _mm512_cmp_ps_mask(_mm512_loadu_ps(w + v), vt, _CMP_GE_OQ);
+    const __mmask16 h1 = _mm512_cmp_ps_mask(_mm512_loadu_ps(w + v + 16), vt, _CMP_GE_OQ);
+    const __mmask16 h2 = _mm512_cmp_ps_mask(_mm512_loadu_ps(w + v + 32), vt, _CMP_GE_OQ);
+    const __mmask16 h3 = _mm512_cmp_ps_mask(_mm512_loadu_ps(w + v + 48), vt, _CMP_GE_OQ);
+    if ((h0 | h1 | h2 | h3) == 0) continue;
+    take(v, h0);
+    take(v + 16, h1);
+    take(v + 32, h2);
+    take(v + 48, h3);
   }
-  return gather_at_least_from(w, v, n, t, out, m);
+  for (; v + 16 <= n; v += 16) take(v, _mm512_cmp_ps_mask(_mm512_loadu_ps(w + v), vt, _CMP_GE_OQ));
+  return gather_at_least_from(w, v, n, t, index, m);
 }
 
 }  // namespace

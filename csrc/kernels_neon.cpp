@@ -246,6 +246,7 @@ struct NeonOps {
   static F sub(F a, F b) { return vsubq_f32(a, b); }
   static F mul(F a, F b) { return vmulq_f32(a, b); }
   static F max(F a, F b) { return vmaxq_f32(a, b); }
+  static F sub_exact_product(F a, F b, F c) { return vfmsq_f32(a, b, c); }  // fused: b * c is exact
   static I bits(F x) { return vreinterpretq_s32_f32(x); }
   static F from_bits(I i) { return vreinterpretq_f32_s32(i); }
   static I isplat(int32_t i) { return vdupq_n_s32(i); }
@@ -346,15 +347,25 @@ void bf16_widen__neon(const uint16_t* h, int64_t n, float* out) {
 }
 
 // Four at a time; a group with any value >= t is taken apart lane by lane.
-int64_t f32_gather_at_least__neon(const float* w, int64_t n, float t, float* out) {
+int64_t f32_gather_at_least__neon(const float* w, int64_t n, float t, int64_t* index) {
   const float32x4_t vt = vdupq_n_f32(t);
   int64_t m = 0, v = 0;
-  for (; v + 4 <= n; v += 4) {
-    if (vmaxvq_u32(vcgeq_f32(vld1q_f32(w + v), vt)) == 0) continue;
+  // Eight at a time, passed over with one test when neither four holds a hit; a four that
+  // does is taken apart lane by lane.
+  const auto take4 = [&](int64_t at) {
     for (int j = 0; j < 4; ++j)
-      if (w[v + j] >= t) out[m++] = w[v + j];
+      if (w[at + j] >= t) index[m++] = at + j;
+  };
+  for (; v + 8 <= n; v += 8) {
+    const uint32x4_t h0 = vcgeq_f32(vld1q_f32(w + v), vt);
+    const uint32x4_t h1 = vcgeq_f32(vld1q_f32(w + v + 4), vt);
+    if (vmaxvq_u32(vorrq_u32(h0, h1)) == 0) continue;
+    if (vmaxvq_u32(h0) != 0) take4(v);
+    if (vmaxvq_u32(h1) != 0) take4(v + 4);
   }
-  return gather_at_least_from(w, v, n, t, out, m);
+  for (; v + 4 <= n; v += 4)
+    if (vmaxvq_u32(vcgeq_f32(vld1q_f32(w + v), vt)) != 0) take4(v);
+  return gather_at_least_from(w, v, n, t, index, m);
 }
 
 }  // namespace

@@ -97,8 +97,8 @@ void f32_keep_at_least__scalar(const float* w, int64_t n, float t, float* r, dou
   blocked_keep_at_least<ScalarLanes, KeepValues>(w, n, t, r, r_blocks, r_mass, above_blocks, above_mass);
 }
 
-int64_t f32_gather_at_least__scalar(const float* w, int64_t n, float t, float* out) {
-  return gather_at_least_from(w, 0, n, t, out, 0);
+int64_t f32_gather_at_least__scalar(const float* w, int64_t n, float t, int64_t* index) {
+  return gather_at_least_from(w, 0, n, t, index, 0);
 }
 
 bool f32_row_sum_f32__scalar(const float* row, int64_t n, float* sum) {

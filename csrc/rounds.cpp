@@ -96,14 +96,26 @@ Outcome verify_greedy_round(const KernelTable& kt, Rows target, const int64_t* t
 
 namespace {
 
+constexpr float kNoFloor = -std::numeric_limits<float>::infinity();
+
 // One row as a round sees it: its values (the caller's row in place, of any element type,
-// or a warped copy in `buffer`), its block masses and its mass.
+// or a warped copy in `buffer`), its block masses and its mass. A warped row may be left
+// lazy (warp_row_lazy): values below `floor` read as +0.0 until materialize() zeroes them,
+// which only what reads the whole row (a residual) needs.
 struct Side {
   std::vector<float> buffer;
   std::vector<double> blocks;
   RowRef row{static_cast<const float*>(nullptr)};
   double mass = 0.0;
-  float at(int64_t v) const { return value_at(row, v); }
+  float floor = kNoFloor;
+  float at(int64_t v) const {
+    const float x = value_at(row, v);
+    return x < floor ? 0.0f : x;
+  }
+  void materialize(const KernelTable& kt, int64_t vocab) {
+    if (floor > 0.0f) spec_verify::materialize(kt, buffer.data(), vocab, floor);
+    floor = kNoFloor;
+  }
 };
 
 // Position n of a round: target row p, draft row q (unused for one-hot drafts) and, when a
@@ -244,6 +256,7 @@ struct ProbRows {
 
   Outcome read_target(int64_t i, Side* p) const {
     p->row = target.row(i);
+    p->floor = kNoFloor;
     if (!typed_mass(kt, p->row, vocab, p->blocks.data(), &p->mass)) return bad_mass_row(p->row, vocab, false, i);
     if (p->mass == 0.0) return zero_mass_row(false, i);
     return Outcome{};
@@ -255,6 +268,7 @@ struct ProbRows {
   Outcome read_pair(int64_t i, Side* p, Side* q, double* guess_sum = nullptr, bool* guessed = nullptr) const {
     p->row = target.row(i);
     q->row = draft.row(i);
+    p->floor = q->floor = kNoFloor;
     const bool floats = p->row.type == Elem::kF32 && q->row.type == Elem::kF32;
     const float* pf = static_cast<const float*>(p->row.data);
     const float* qf = static_cast<const float*>(q->row.data);
@@ -295,9 +309,10 @@ struct LogitRows {
 
   Outcome read(RowRef x, bool in_draft, int64_t i, Side* s) const {
     WarpedRow w{s->buffer.data(), s->blocks.data(), 0.0};
-    const Outcome bad = warp_row(kt, as_floats(kt, x, vocab, widened_logits(vocab)), vocab, params, &w);
+    const Outcome bad = warp_row_lazy(kt, as_floats(kt, x, vocab, widened_logits(vocab)), vocab, params, &w);
     if (bad.error != InputError::kNone) return in_row(bad, in_draft, i);
     s->row = RowRef(w.values);
+    s->floor = w.floor;
     s->mass = w.mass;  // positive: the largest weight, 1, is always kept
     return Outcome{};
   }
@@ -344,6 +359,8 @@ int64_t draw_without(const KernelTable& kt, Side& p, int64_t t, double u, int64_
 // Sums the residual max(0, rho * p / P - q / Q), scaled (Note [Residual in float32]), into
 // at's residual fields; returns the scale 2^s as s.
 int sum_residual(const KernelTable& kt, Position& at, double rho, int64_t vocab) {
+  at.p.materialize(kt, vocab);
+  at.q.materialize(kt, vocab);
   const int s = residual_scales(at.p.mass / rho, at.q.mass, &at.a, &at.b);
   typed_residual(kt, at.p.row, at.q.row, at.a, at.b, vocab, at.r_blocks.data(), &at.r_mass);
   return s;
@@ -542,9 +559,11 @@ Outcome sample_round(const KernelTable& kt, RowRef x, int64_t n, const WarpParam
   }
   WarpScratch& s = warp_scratch(n);
   WarpedRow p{s.values.data(), s.blocks.data(), 0.0};
-  const Outcome bad = warp_row(kt, as_floats(kt, x, n, widened_logits(n)), n, params, &p);
+  const Outcome bad = warp_row_lazy(kt, as_floats(kt, x, n, widened_logits(n)), n, params, &p);
   if (bad.error != InputError::kNone) return bad;
-  return emitted(0, sample_index(p.blocks, n, u * p.mass, [v = p.values](int64_t i) { return v[i]; }));
+  return emitted(0, sample_index(p.blocks, n, u * p.mass, [v = p.values, floor = p.floor](int64_t i) {
+    return v[i] < floor ? 0.0f : v[i];
+  }));
 }
 
 Outcome accept_logits_round(const KernelTable& kt, Rows target, Rows draft, const int64_t* tokens,
@@ -665,6 +684,10 @@ Outcome tree_sampled(const KernelTable& kt, const Reader& rows, bool independent
     const Outcome bad = first >= 0 && independent ? rows.read_pair(row, &at.p, &at.q) : rows.read_target(row, &at.p);
     if (bad.error != InputError::kNone) return bad;
     if (first < 0) return emitted(depth, draw(at.p, u[n], vocab));  // a leaf: the bonus token
+    if (independent) {  // the residuals read the whole rows
+      at.p.materialize(kt, vocab);
+      at.q.materialize(kt, vocab);
+    }
     int64_t token = -1;
     const int64_t child = independent
                               ? try_independent(kt, at.p, at.q, first, children.next, tokens, u, n, vocab, &token)

@@ -161,8 +161,9 @@ struct KernelTable {
   // w(v) > t (others +0.0), whose block masses go to above_blocks; canonical masses.
   void (*keep_at_least)(const float* w, int64_t n, float t, float* r, double* r_blocks,
                         double* r_mass, double* above_blocks, double* above_mass);
-  // The values w(v) >= t (t > 0), in index order, into out (room for n); returns how many.
-  int64_t (*gather_at_least)(const float* w, int64_t n, float t, float* out);
+  // The indices v with w(v) >= t (t > 0), ascending, into index (room for n); returns how
+  // many.
+  int64_t (*gather_at_least)(const float* w, int64_t n, float t, int64_t* index);
   // residual_mass, also storing each r'(v) into out[v] (out may be p: each value is read
   // before it is written).
   void (*residual_store)(const float* p, const float* q, float a, float b, int64_t n, float* out,
@@ -287,11 +288,14 @@ Outcome accept_round(const KernelTable& kt, Rows target, Rows draft, const int64
 int64_t bounded_draw_fallbacks();
 
 // ---- warping (warp.cpp): Note [Warping] on raw rows -------------------------------------
-// A warped row: r(v) in `values` (n floats), its block masses and its mass.
+// A warped row: r(v) in `values` (n floats), its block masses and its mass. A row left
+// lazy (warp_row_lazy) holds r(v) = values[v] >= floor ? values[v] : +0.0: the weights
+// below the final threshold are still in `values` (floor = +0.0: none, values is r).
 struct WarpedRow {
   float* values;
   double* blocks;
   double mass;
+  float floor = 0.0f;
 };
 
 // Warps logits row x (n values) into out (buffers of n floats and num_blocks(n) doubles,
@@ -299,6 +303,13 @@ struct WarpedRow {
 // row (kNaN, kInfinite for +inf, kNoFinite, kOverflow) with its column and value.
 Outcome warp_row(const KernelTable& kt, const float* x, int64_t n, const WarpParams& params,
                  WarpedRow* out);
+// warp_row without its last pass: the values below the final threshold are left in
+// out->values and out->floor says where r starts (its masses are r's all the same). A
+// round that reads few values of a row (a draw, an acceptance test) never needs that pass.
+Outcome warp_row_lazy(const KernelTable& kt, const float* x, int64_t n, const WarpParams& params,
+                      WarpedRow* out);
+// The pass warp_row_lazy left out: values[v] < floor become +0.0 (nothing if floor <= 0).
+void materialize(const KernelTable& kt, float* values, int64_t n, float floor);
 
 // One token from warped logits row x with uniform u in [0, 1); temperature 0: the argmax.
 Outcome sample_round(const KernelTable& kt, RowRef x, int64_t n, const WarpParams& params,

@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
 
   // Logits for the weights (spread over 8 units at temperature 0.8) and weights for keep.
   std::vector<float> x(n), w(n), out(n);
+  std::vector<int64_t> index(n);
   float x_max = -1.0f;
   for (int64_t v = 0; v < n; ++v) {
     x[v] = 8.0f * p[v];
@@ -81,7 +82,7 @@ int main(int argc, char** argv) {
       kt.row_weights(x.data(), n, 0.8f, x_max / 0.8f, out.data(), blocks.data(), &m);
       sink += m;
     } else if (kernel == "gather") {
-      sink += static_cast<double>(kt.gather_at_least(w.data(), n, 0.5f, out.data()));
+      sink += static_cast<double>(kt.gather_at_least(w.data(), n, 0.5f, index.data()));
     } else if (kernel == "keep") {
       double m = 0, a = 0;
       kt.keep_at_least(w.data(), n, 0.01f, out.data(), blocks.data(), &m, above.data(), &a);

@@ -457,6 +457,27 @@ bool same_floats(const float* a, const float* b, int64_t n) {
   return std::memcmp(a, b, n * sizeof(float)) == 0;
 }
 
+// A warped row's block masses and mass (Note [Sparse masses]: summed over candidates) are
+// the canonical ones of its values, summed densely by the scalar path; and warp_row_lazy
+// gives the same row read through its floor, with the same masses.
+bool warped_masses_hold(const sv::KernelTable& kt, const float* x, int64_t n, const sv::WarpParams& params,
+                        const float* values, const double* blocks, double mass) {
+  const int64_t nb = sv::num_blocks(n);
+  std::vector<double> dense(nb);
+  double dense_mass = -1;
+  bool ok = sv::scalar_kernels().row_mass(values, n, dense.data(), &dense_mass) && bits(dense_mass) == bits(mass);
+  for (int64_t b = 0; b < nb; ++b) ok &= bits(dense[b]) == bits(blocks[b]);
+  std::vector<float> lazy(n);
+  std::vector<double> lazy_blocks(nb);
+  sv::WarpedRow row{lazy.data(), lazy_blocks.data(), 0.0};
+  ok &= sv::warp_row_lazy(kt, x, n, params, &row).error == sv::InputError::kNone && bits(row.mass) == bits(mass);
+  for (int64_t b = 0; b < nb; ++b) ok &= bits(lazy_blocks[b]) == bits(blocks[b]);
+  for (int64_t v = 0; v < n; ++v) ok &= std::bit_cast<uint32_t>(lazy[v] < row.floor ? 0.0f : lazy[v]) == std::bit_cast<uint32_t>(values[v]);
+  sv::materialize(kt, lazy.data(), n, row.floor);
+  ok &= same_floats(lazy.data(), values, n);
+  return ok;
+}
+
 // Every warping kernel and warp_row on every path, bit for bit against the scalar path;
 // warp_row against the definition, counted by brute force for small rows.
 void warp_parity(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int64_t n) {
@@ -497,12 +518,11 @@ void warp_parity(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int64
       same &= bits(rm2) == bits(rm_ref) && bits(am2) == bits(am_ref);
       check(same, warp_label(*kt, "keep_at_least", n, kind, params));
       const float floor = t > 0.0f ? t : 0x1p-20f;
-      std::vector<float> g_ref(n), g(n);
-      const int64_t m_ref = ref.gather_at_least(w_ref.data(), n, floor, g_ref.data());
+      std::vector<int64_t> g(n), expected;
       const int64_t m = kt->gather_at_least(w_ref.data(), n, floor, g.data());
-      int64_t expected = 0;
-      for (int64_t v = 0; v < n; ++v) expected += w_ref[v] >= floor;
-      check(m == m_ref && m_ref == expected && same_floats(g.data(), g_ref.data(), m),
+      for (int64_t v = 0; v < n; ++v)
+        if (w_ref[v] >= floor) expected.push_back(v);
+      check(m == static_cast<int64_t>(expected.size()) && std::equal(expected.begin(), expected.end(), g.begin()),
             warp_label(*kt, "gather_at_least", n, kind, params));
       std::vector<float> warped(n);
       std::vector<double> wb(blocks);
@@ -512,6 +532,8 @@ void warp_parity(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int64
                     bits(out.mass) == bits(out_ref.mass);
       for (int64_t b = 0; b < blocks; ++b) same_w &= bits(wb[b]) == bits(wb_ref[b]);
       check(same_w, warp_label(*kt, "warp_row", n, kind, params));
+      check(warped_masses_hold(*kt, x.data, n, params, warped.data(), wb.data(), out.mass),
+            warp_label(*kt, "warp_row's masses are its values' and warp_row_lazy agrees", n, kind, params));
     }
     if (n > 300) continue;
     // The definition, by brute force on the scalar path.
@@ -580,6 +602,7 @@ void top_p_long_rows(Rng& rng, const std::vector<const sv::KernelTable*>& kts) {
         ok &= (w[v] >= c) == (out[v] > 0.0f) && (out[v] == 0.0f || out[v] == w[v]);
         if (w[v] < c) below = std::max(below, w[v]);
       }
+      ok &= warped_masses_hold(*kt, x.data(), n, params, out.data(), row.blocks, row.mass);
       double at_least = 0, above = 0;
       ref.keep_at_least(w.data(), n, c, nullptr, blocks.data(), &at_least, b2.data(), &above);
       ok &= above < target;
