@@ -380,6 +380,10 @@ int64_t draw_residual(const Position& at, double u, int64_t vocab) {
 // and the path has the kernel; the canonical residual masses otherwise, or if not certain.
 int64_t draw_correction(const KernelTable& kt, Position& at, double u, int64_t vocab) {
   if (kt.residual_block_sums != nullptr && at.p.row.type == Elem::kF32 && at.q.row.type == Elem::kF32) {
+    // The kernels below read the rows raw: a lazily warped row's values under its floor
+    // must read +0.0 there too (no-op for probability rows).
+    at.p.materialize(kt, vocab);
+    at.q.materialize(kt, vocab);
     const float* p = static_cast<const float*>(at.p.row.data);
     const float* q = static_cast<const float*>(at.q.row.data);
     residual_scales(at.p.mass, at.q.mass, &at.a, &at.b);

@@ -81,8 +81,11 @@ DEBIAN_MIRROR="http://deb.debian.org/debian"
 DEBIAN_SECURITY="http://deb.debian.org/debian-security"
 LAYOUT_VERSION=1  # bump when the way the sysroot/site are assembled changes
 
-PLATFORM_ARGS=(--platform "manylinux_2_28_$ARCH" --platform "manylinux_2_27_$ARCH"
-  --platform "manylinux_2_17_$ARCH" --platform "manylinux2014_$ARCH"
+# Every manylinux tag glibc 2.36 (Debian 12) accepts down to 2_17: NVIDIA's x86-64 wheels,
+# for one, are tagged manylinux_2_18 only.
+PLATFORM_ARGS=()
+for _glibc in 28 27 26 25 24 23 22 21 20 19 18 17; do PLATFORM_ARGS+=(--platform "manylinux_2_${_glibc}_$ARCH"); done
+PLATFORM_ARGS+=(--platform "manylinux2014_$ARCH"
   --python-version 3.11 --implementation cp --abi cp311 --abi abi3 --abi none
   --only-binary=:all:)
 
