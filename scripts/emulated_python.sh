@@ -215,6 +215,13 @@ build_sysroot() {
   rm -rf "$SYSROOT"; mkdir -p "$SYSROOT"
   for f in "${files[@]}"; do dpkg -x "$DEBS/$f" "$SYSROOT" || die "dpkg -x $f failed"; done
   [[ -x "$PYTHON" ]] || die "python3.11 not found in sysroot after unpacking"
+  # Absolute symlinks (amd64's /lib64/ld-linux-x86-64.so.2 -> /lib/x86_64-linux-gnu/...)
+  # would resolve on the host, where an aarch64 host has no such file: point them inside.
+  local link dest
+  while IFS= read -r link; do
+    dest=$(readlink "$link")
+    ln -sfn "$(realpath -m --relative-to="$(dirname "$link")" "$SYSROOT$dest")" "$link"
+  done < <(find "$SYSROOT" -type l -lname '/*')
   # Headers only (the static libpython and the rest stay out). Debian's pyconfig.h is a
   # dispatcher that includes <ARCH-linux-gnu/python3.11/pyconfig.h>; putting the real one
   # in its place makes PY_INCLUDE a single, self-contained -I directory.
