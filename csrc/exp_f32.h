@@ -26,6 +26,8 @@
 #include <bit>
 #include <cstdint>
 
+#include "spec_verify.h"
+
 namespace spec_verify {
 
 template <class Ops>
@@ -61,6 +63,30 @@ inline __attribute__((always_inline)) typename Ops::F scale_by_two_factors(const
   return Ops::mul(Ops::mul(p, s1), s2);
 }
 
+// Note [Bounded warping]'s approximate exp, for bounds only (never a result): the same
+// reduction as exp_nonpositive, then e^r by its degree-5 Taylor polynomial (|r| <= ln 2 / 2:
+// truncation below 3.5e-6 = 2^-18.1), evaluated with Ops::mul_add (a * b + c, fused where
+// the path has FMA, else two roundings: about ten roundings near 1, under 2^-20.5 in all).
+// Against exp_nonpositive's w (itself within 2 ulp of exp) each result is within
+// kApproxWeightBound w + 2^-148 (the absolute part for subnormal results: 2^-16 w alone is
+// below their spacing); the native tests check it over a dense grid of arguments (scalar,
+// the most roundings) and every path's block sums against their bound.
+template <class Ops>
+inline __attribute__((always_inline)) typename Ops::F exp_approx(const typename Ops::F& y) {
+  using F = typename Ops::F;
+  const F magic = Ops::splat(12582912.0f);  // 1.5 * 2^23
+  const F yc = Ops::max(y, Ops::splat(-104.0f));
+  const F t = Ops::mul_add(yc, Ops::splat(1.44269504088896341f), magic);
+  const F n = Ops::sub(t, magic);
+  const F r = Ops::mul_add(n, Ops::splat(2.12194440e-4f), Ops::sub_exact_product(yc, n, Ops::splat(0.693359375f)));
+  F p = Ops::mul_add(Ops::splat(1.0f / 120.0f), r, Ops::splat(1.0f / 24.0f));
+  p = Ops::mul_add(p, r, Ops::splat(1.0f / 6.0f));
+  p = Ops::mul_add(p, r, Ops::splat(0.5f));
+  p = Ops::mul_add(p, r, Ops::splat(1.0f));
+  p = Ops::mul_add(p, r, Ops::splat(1.0f));
+  return Ops::scale(p, n, t);
+}
+
 // One lane: the scalar path, and every SIMD path's row tails.
 struct ScalarOps {
   using F = float;
@@ -70,7 +96,12 @@ struct ScalarOps {
   static F sub(F a, F b) { return a - b; }
   static F mul(F a, F b) { return a * b; }
   static F max(F a, F b) { return a > b ? a : b; }
+  static constexpr int kLanes = 1;
   static F sub_exact_product(F a, F b, F c) { return a - b * c; }  // -ffp-contract=off: unfused
+  static F mul_add(F a, F b, F c) { return a * b + c; }            // unfused
+  static F load(const float* x) { return *x; }
+  static F div(F a, F b) { return a / b; }
+  static float hsum(F a) { return a; }
   static I bits(F x) { return std::bit_cast<I>(x); }
   static F from_bits(I i) { return std::bit_cast<F>(i); }
   static I isplat(int32_t i) { return i; }
@@ -95,5 +126,30 @@ struct WeightTail {
   float t, m;
   float at(int64_t v, int) const { return w[v] = weight(x[v], t, m); }
 };
+
+// row_weight_sums for a path's Ops (kLanes floats per F; load, div, mul_add, hsum in any
+// order): Note [Bounded warping]'s block sums, two accumulators per block, tails in one lane.
+// At most 256 / kLanes + 2 kLanes + 2 adds lie between a value and its block's sum.
+template <class Ops>
+inline __attribute__((always_inline)) void approx_weight_sums(const float* x, int64_t n, float temperature,
+                                                              float z_max, double* block_sum) {
+  using F = typename Ops::F;
+  constexpr int64_t L = Ops::kLanes;
+  const F vt = Ops::splat(temperature), vm = Ops::splat(z_max);
+  const auto weight_at = [&](int64_t v) { return exp_approx<Ops>(Ops::sub(Ops::div(Ops::load(x + v), vt), vm)); };
+  for (int64_t begin = 0, b = 0; begin < n; begin += kMassBlock, ++b) {
+    const int64_t end = n - begin < kMassBlock ? n : begin + kMassBlock;
+    F a0 = Ops::splat(0.0f), a1 = a0;
+    int64_t v = begin;
+    for (; v + 2 * L <= end; v += 2 * L) {
+      a0 = Ops::add(a0, weight_at(v));
+      a1 = Ops::add(a1, weight_at(v + L));
+    }
+    for (; v + L <= end; v += L) a0 = Ops::add(a0, weight_at(v));
+    float s = Ops::hsum(Ops::add(a0, a1));
+    for (; v < end; ++v) s += exp_approx<ScalarOps>(x[v] / temperature - z_max);
+    block_sum[b] = s;
+  }
+}
 
 }  // namespace spec_verify

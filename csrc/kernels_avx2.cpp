@@ -334,6 +334,16 @@ struct Avx2Ops {
   static SPEC_VERIFY_AVX2 F mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static SPEC_VERIFY_AVX2 F max(F a, F b) { return _mm256_max_ps(a, b); }
   static SPEC_VERIFY_AVX2 F sub_exact_product(F a, F b, F c) { return sub(a, mul(b, c)); }  // no FMA here
+  // For exp_approx and approx_weight_sums (Note [Bounded warping]) only.
+  static constexpr int kLanes = 8;
+  static SPEC_VERIFY_AVX2 F mul_add(F a, F b, F c) { return add(mul(a, b), c); }
+  static SPEC_VERIFY_AVX2 F load(const float* x) { return _mm256_loadu_ps(x); }
+  static SPEC_VERIFY_AVX2 F div(F a, F b) { return _mm256_div_ps(a, b); }
+  static SPEC_VERIFY_AVX2 float hsum(F a) {
+    const __m128 four = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    const __m128 two = _mm_add_ps(four, _mm_movehl_ps(four, four));
+    return _mm_cvtss_f32(_mm_add_ss(two, _mm_movehdup_ps(two)));
+  }
   static SPEC_VERIFY_AVX2 I bits(F x) { return _mm256_castps_si256(x); }
   static SPEC_VERIFY_AVX2 F from_bits(I i) { return _mm256_castsi256_ps(i); }
   static SPEC_VERIFY_AVX2 I isplat(int32_t i) { return _mm256_set1_epi32(i); }
@@ -363,6 +373,11 @@ SPEC_VERIFY_AVX2_KERNEL void f32_row_weights__avx2(const float* x, int64_t n, fl
                                                    double* mass) {
   WeightValues values{{x, w, temperature, z_max}, _mm256_set1_ps(temperature), _mm256_set1_ps(z_max)};
   *mass = blocked_mass<ScaledLanes>(values, n, block_mass);
+}
+
+SPEC_VERIFY_AVX2_KERNEL void f32_row_weight_sums__avx2(const float* x, int64_t n, float temperature,
+                                                       float z_max, double* block_sum) {
+  approx_weight_sums<Avx2Ops>(x, n, temperature, z_max, block_sum);
 }
 
 // r(v) = w(v) >= t ? w(v) : +0.0 (row 0, stored unless r is null) and the w(v) > t (row 1).
@@ -466,7 +481,8 @@ const KernelTable* avx2_kernels() {
                                  f32_row_weights__avx2, f32_keep_at_least__avx2,
                                  f32_gather_at_least__avx2, f32_residual_store__avx2, f32_row_sum_f32__avx2,
                                  f16_widen__avx2, bf16_widen__avx2, f32_row_block_sums__avx2,
-                                 f32_residual_block_sums__avx2, /*row_mass_pair_guess=*/nullptr};
+                                 f32_residual_block_sums__avx2, /*row_mass_pair_guess=*/nullptr,
+                                 f32_row_weight_sums__avx2};
   // Every CPU with AVX2 has F16C too; both are checked all the same.
   static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
   return supported ? &table : nullptr;

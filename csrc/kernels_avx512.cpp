@@ -299,6 +299,12 @@ struct Avx512Ops {
   static SPEC_VERIFY_AVX512 F mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static SPEC_VERIFY_AVX512 F max(F a, F b) { return _mm512_max_ps(a, b); }
   static SPEC_VERIFY_AVX512 F sub_exact_product(F a, F b, F c) { return _mm512_fnmadd_ps(b, c, a); }  // fused: b * c is exact
+  // For exp_approx and approx_weight_sums (Note [Bounded warping]) only.
+  static constexpr int kLanes = 16;
+  static SPEC_VERIFY_AVX512 F mul_add(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static SPEC_VERIFY_AVX512 F load(const float* x) { return _mm512_loadu_ps(x); }
+  static SPEC_VERIFY_AVX512 F div(F a, F b) { return _mm512_div_ps(a, b); }
+  static SPEC_VERIFY_AVX512 float hsum(F a) { return _mm512_reduce_add_ps(a); }
   // vscalefps: p * 2^n with one rounding, as scale_by_two_factors gives it.
   static SPEC_VERIFY_AVX512 F scale(F p, F n, F) { return _mm512_scalef_ps(p, n); }
 };
@@ -323,6 +329,11 @@ SPEC_VERIFY_AVX512_KERNEL void f32_row_weights__avx512(const float* x, int64_t n
                                                        double* mass) {
   WeightValues values{{x, w, temperature, z_max}, _mm512_set1_ps(temperature), _mm512_set1_ps(z_max)};
   *mass = blocked_mass<Avx512Lanes>(values, n, block_mass);
+}
+
+SPEC_VERIFY_AVX512_KERNEL void f32_row_weight_sums__avx512(const float* x, int64_t n, float temperature,
+                                                           float z_max, double* block_sum) {
+  approx_weight_sums<Avx512Ops>(x, n, temperature, z_max, block_sum);
 }
 
 // r(v) = w(v) >= t ? w(v) : +0.0 (row 0, stored unless r is null) and the w(v) > t (row 1).
@@ -543,7 +554,8 @@ const KernelTable* avx512_kernels() {
                                  f32_row_weights__avx512, f32_keep_at_least__avx512,
                                  f32_gather_at_least__avx512, f32_residual_store__avx512, f32_row_sum_f32__avx512,
                                  f16_widen__avx512, bf16_widen__avx512, f32_row_block_sums__avx512,
-                                 f32_residual_block_sums__avx512, f32_row_mass_pair_guess__avx512};
+                                 f32_residual_block_sums__avx512, f32_row_mass_pair_guess__avx512,
+                                 f32_row_weight_sums__avx512};
   static const bool supported = __builtin_cpu_supports("avx512f");
   return supported ? &table : nullptr;
 }

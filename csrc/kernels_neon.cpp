@@ -247,6 +247,12 @@ struct NeonOps {
   static F mul(F a, F b) { return vmulq_f32(a, b); }
   static F max(F a, F b) { return vmaxq_f32(a, b); }
   static F sub_exact_product(F a, F b, F c) { return vfmsq_f32(a, b, c); }  // fused: b * c is exact
+  // For exp_approx and approx_weight_sums (Note [Bounded warping]) only.
+  static constexpr int kLanes = 4;
+  static F mul_add(F a, F b, F c) { return vfmaq_f32(c, a, b); }
+  static F load(const float* x) { return vld1q_f32(x); }
+  static F div(F a, F b) { return vdivq_f32(a, b); }
+  static float hsum(F a) { return vaddvq_f32(a); }
   static I bits(F x) { return vreinterpretq_s32_f32(x); }
   static F from_bits(I i) { return vreinterpretq_f32_s32(i); }
   static I isplat(int32_t i) { return vdupq_n_s32(i); }
@@ -273,6 +279,10 @@ void f32_row_weights__neon(const float* x, int64_t n, float temperature, float z
                            double* block_mass, double* mass) {
   WeightValues values{{x, w, temperature, z_max}, vdupq_n_f32(temperature), vdupq_n_f32(z_max)};
   *mass = blocked_mass<NeonLanes>(values, n, block_mass);
+}
+
+void f32_row_weight_sums__neon(const float* x, int64_t n, float temperature, float z_max, double* block_sum) {
+  approx_weight_sums<NeonOps>(x, n, temperature, z_max, block_sum);
 }
 
 // r(v) = w(v) >= t ? w(v) : +0.0 (row 0, stored unless r is null) and the w(v) > t (row 1).
@@ -378,7 +388,8 @@ const KernelTable* neon_kernels() {
                                  f32_row_weights__neon, f32_keep_at_least__neon,
                                  f32_gather_at_least__neon, f32_residual_store__neon, f32_row_sum_f32__neon,
                                  f16_widen__neon, bf16_widen__neon, f32_row_block_sums__neon,
-                                 f32_residual_block_sums__neon, /*row_mass_pair_guess=*/nullptr};
+                                 f32_residual_block_sums__neon, /*row_mass_pair_guess=*/nullptr,
+                                 f32_row_weight_sums__neon};
   return &table;
 }
 

@@ -80,6 +80,10 @@ void f32_row_weights__scalar(const float* x, int64_t n, float temperature, float
   *mass = scalar_mass(n, block_mass, [=](int64_t v) { return w[v] = weight(x[v], temperature, z_max); });
 }
 
+void f32_row_weight_sums__scalar(const float* x, int64_t n, float temperature, float z_max, double* block_sum) {
+  approx_weight_sums<ScalarOps>(x, n, temperature, z_max, block_sum);
+}
+
 // Note [Canonical mass order] lane by lane over KeepTail's values.
 template <bool kStore>
 struct KeepValues : KeepTail<kStore> {
@@ -155,7 +159,8 @@ const KernelTable& scalar_kernels() {
                                  f32_row_weights__scalar, f32_keep_at_least__scalar,
                                  f32_gather_at_least__scalar, f32_residual_store__scalar, f32_row_sum_f32__scalar,
                                  f16_widen__scalar, bf16_widen__scalar, f32_row_block_sums__scalar,
-                                 f32_residual_block_sums__scalar, /*row_mass_pair_guess=*/nullptr};
+                                 f32_residual_block_sums__scalar, /*row_mass_pair_guess=*/nullptr,
+                                 f32_row_weight_sums__scalar};
   return table;
 }
 

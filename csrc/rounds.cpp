@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "exp_f32.h"
 #include "sample_index.h"
 #include "spec_verify.h"
 
@@ -299,6 +300,89 @@ float* widened_logits(int64_t vocab) {
   return buffer.data();
 }
 
+// ---- Note [Bounded warping] --------------------------------------------------------------
+
+// Temperature only: no top-k, top-p or min-p to apply after the weights.
+bool temperature_only(const WarpParams& params, int64_t vocab) {
+  return !(params.top_k > 0 && params.top_k < vocab) && params.top_p >= 1.0 && params.min_p <= 0.0;
+}
+
+// One float32 logits row's approximate block sums and what they bound, per thread.
+struct WeightBounds {
+  const float* x = nullptr;
+  int64_t n = 0;
+  float temperature = 1.0f, z_max = 0.0f;
+  std::vector<double> sums, err;  // F_b and its absolute margin
+  double lo = 0.0, hi = 0.0;      // the canonical mass P lies in [lo, hi]
+  std::vector<float> block;       // the exact weights of one block (a draw's), on demand
+  int64_t cached = -1;
+
+  // The exact weight of v (row_weights' bits: Note [One exp]).
+  float weight_at(int64_t v) const { return weight(x[v], temperature, z_max); }
+  // value(v) for bounded_sample_index: the exact weights of v's block, computed once.
+  float block_value(const KernelTable& kt, int64_t v) {
+    const int64_t b = v / kMassBlock;
+    if (b != cached) {
+      const int64_t begin = b * kMassBlock, len = std::min(kMassBlock, n - begin);
+      double unused_block = 0.0, unused_mass = 0.0;
+      kt.row_weights(x + begin, len, temperature, z_max, block.data(), &unused_block, &unused_mass);
+      cached = b;
+    }
+    return block[v - b * kMassBlock];
+  }
+};
+
+// The bounds of row x (n logits, temperature > 0): false, with nothing decided, if the path
+// has no row_weight_sums or the row is malformed (the exact warp then reports it).
+bool bound_weights(const KernelTable& kt, const float* x, int64_t n, float temperature, WeightBounds* wb) {
+  if (kt.row_weight_sums == nullptr) return false;
+  int64_t top = 0;
+  if (!kt.row_argmax(x, n, &top) || std::isinf(x[top])) return false;  // NaN, +inf, all -inf
+  const float z_max = x[top] / temperature;
+  if (std::isinf(z_max)) return false;
+  const int64_t nb = num_blocks(n);
+  if (wb->sums.size() < static_cast<size_t>(nb)) {
+    wb->sums.resize(nb);
+    wb->err.resize(nb);
+  }
+  if (wb->block.size() < static_cast<size_t>(kMassBlock)) wb->block.resize(kMassBlock);
+  wb->x = x;
+  wb->n = n;
+  wb->temperature = temperature;
+  wb->z_max = z_max;
+  wb->cached = -1;
+  kt.row_weight_sums(x, n, temperature, z_max, wb->sums.data());
+  double total = 0.0, total_err = 0.0;
+  for (int64_t b = 0; b < nb; ++b) {
+    wb->err[b] = wb->sums[b] * kWeightSumBound + kWeightSumFloor;
+    total += wb->sums[b];
+    total_err += wb->err[b];
+  }
+  // As bounded_sample_index: the canonical mass within d of the exact, relatively.
+  const double d = kBlockSumBound + 0x1p-40 + static_cast<double>(nb) * 0x1p-49;
+  total_err *= 1.0 + 0x1p-20;
+  wb->lo = (total - total_err) * (1.0 - d);
+  wb->hi = (total + total_err) * (1.0 + d);
+  return wb->lo > 0.0;
+}
+
+WeightBounds& weight_bounds(int which) {
+  thread_local WeightBounds slots[2];
+  return slots[which];
+}
+
+// A draw from the warped row x with uniform u, if certain (Note [Bounded warping]).
+bool bounded_weights_draw(const KernelTable& kt, const float* x, int64_t n, float temperature, double u,
+                          int64_t* token) {
+  WeightBounds& wb = weight_bounds(0);
+  if (!bound_weights(kt, x, n, temperature, &wb)) return false;
+  if (bounded_sample_index(wb.sums.data(), n, u, [&wb, &kt](int64_t v) { return wb.block_value(kt, v); }, token,
+                           nullptr, wb.err.data()))
+    return true;
+  ++t_bounded_fallbacks;
+  return false;
+}
+
 // The rows of a round on logits: warped as they are read (Note [Warping]).
 struct LogitRows {
   const KernelTable& kt;
@@ -323,14 +407,35 @@ struct LogitRows {
     if (bad.error != InputError::kNone) return bad;
     return read(draft.row(i), true, i, q);
   }
-  // Warped rows have no cheaper bound than their weights pass.
-  bool surely_accepted(int64_t, bool, int64_t, double, double*, double*) const { return false; }
-  // Their block masses come with the warp: nothing to save.
-  bool bounded_draw(int64_t, double, Side*, int64_t*) const { return false; }
+  // Note [Bounded warping], at temperature only on float32 rows: the approximate weight
+  // sums bound P and Q, the weights at t are exact, and the test is decided where certain.
+  bool bounded(int64_t i, bool one_hot) const {
+    return kt.row_weight_sums != nullptr && temperature_only(params, vocab) && target.type == Elem::kF32 &&
+           (one_hot || draft.type == Elem::kF32) && i >= 0;
+  }
+  bool surely_accepted(int64_t i, bool one_hot, int64_t t, double u, double*, double*) const {
+    if (!bounded(i, one_hot)) return false;
+    WeightBounds& p = weight_bounds(0);
+    if (!bound_weights(kt, static_cast<const float*>(target.row(i).data), vocab, params.temperature, &p)) return false;
+    const double pt = p.weight_at(t);
+    if (one_hot) return u * p.hi < pt;  // u * P < p(t) for every P in [lo, hi]
+    WeightBounds& q = weight_bounds(1);
+    if (!bound_weights(kt, static_cast<const float*>(draft.row(i).data), vocab, params.temperature, &q)) return false;
+    const double qt = q.weight_at(t);
+    // u * q(t) * P < p(t) * Q, each side rounded monotonically in P and Q.
+    return u * qt * p.hi < pt * q.lo;
+  }
+  bool bounded_draw(int64_t i, double u, Side*, int64_t* token) const {
+    if (!bounded(i, true)) return false;
+    return bounded_weights_draw(kt, static_cast<const float*>(target.row(i).data), vocab, params.temperature, u,
+                                token);
+  }
   BoundedStep bounded_one_hot(int64_t, int64_t, double, double, Side*, double*, int64_t*) const {
     return BoundedStep::kNone;
   }
-  bool likely_accepted(int64_t, bool, int64_t, double, double, double) const { return false; }
+  // Without a cheap look at the masses, every position tries the bounds first (a rejection
+  // then pays for them on top of the exact warp: at most once a round).
+  bool likely_accepted(int64_t i, bool one_hot, int64_t, double, double, double) const { return bounded(i, one_hot); }
 };
 
 // A draw from row p (mass > 0) with uniform u.
@@ -561,6 +666,10 @@ Outcome sample_round(const KernelTable& kt, RowRef x, int64_t n, const WarpParam
     if (!typed_argmax(kt, x, n, &out.token)) return nan_row(x, n);
     return out;
   }
+  int64_t token = -1;
+  if (x.type == Elem::kF32 && temperature_only(params, n) &&
+      bounded_weights_draw(kt, static_cast<const float*>(x.data), n, params.temperature, u, &token))
+    return emitted(0, token);
   WarpScratch& s = warp_scratch(n);
   WarpedRow p{s.values.data(), s.blocks.data(), 0.0};
   const Outcome bad = warp_row_lazy(kt, as_floats(kt, x, n, widened_logits(n)), n, params, &p);

@@ -86,6 +86,29 @@ constexpr double kBlockSumBound = 0x1p-21;
 // within gamma_15 < 2^-20.
 constexpr double kGuessSumBound = 0x1p-20;
 
+// Note [Bounded warping]
+// A round on logits at temperature only (no top-k, top-p or min-p) needs the canonical
+// masses of the weights w = exp(z - max z) (Note [One exp]) for two things: to compare
+// u * q(t) * P with p(t) * Q, and to draw. Like Note [Mass bounds] and Note [Bounded
+// sampling], both need the masses only where the answer is close. row_weight_sums sums, per
+// block, weights from a cheaper exp (exp_approx in exp_f32.h: the same reduction, a degree-5
+// polynomial, ~14 vector operations for 16 values instead of ~38 with the float64 masses),
+// in float32: each approximate weight is within kApproxWeightBound of w relatively, plus
+// 2^-148 absolutely (subnormal results), and the float32 sum of a block (at most 300 adds
+// on the way from a value to its sum) is within 2^-15.7 more; so each block sum F_b is within
+// kWeightSumBound F_b + kWeightSumFloor of the exact sum of the block's w. The exact
+// weights are still computed where the answer reads them: w(t) for the acceptance test (one
+// scalar exp_nonpositive, the same bits as every path's) and the chosen block of a draw (the
+// path's row_weights over 256 values). An acceptance is decided from the bounds only when
+// fl(fl(u q(t)) P_hi) < fl(p(t) Q_lo) (rounding is monotone, so the exact test agrees), a
+// draw only when bounded_sample_index is certain (the block errors go in as its absolute
+// margins); otherwise the row is warped exactly (row_weights) and decided as before, which a
+// rejection needs anyway. So every result keeps its bits, and the exp pass costs about a
+// third of the exact one wherever nothing is close.
+constexpr double kApproxWeightBound = 0x1p-16;
+constexpr double kWeightSumBound = 0x1p-14;   // >= (1 + 2^-16)(1 + 2^-15.7) - 1, rounded up
+constexpr double kWeightSumFloor = 0x1p-138;  // >= 256 values * 2^-148 * (1 + 2^-15.7)
+
 // Note [Warping]
 // Logits become an unnormalised row by one warp, a pure function of the row and
 // WarpParams, applied identically to every row a round reads (target and draft alike):
@@ -190,6 +213,11 @@ struct KernelTable {
   // residual with both factors guessed as 1 (Note [Bounded sampling], normalised rows).
   bool (*row_mass_pair_guess)(const float* p, const float* q, int64_t n, double* p_blocks,
                               double* q_blocks, double* p_mass, double* q_mass, double* guess_sum);
+  // Optional: Note [Bounded warping]'s block sums of approximate weights exp_approx(x(v) /
+  // temperature - z_max) (arguments as row_weights), each within kWeightSumBound F_b +
+  // kWeightSumFloor of the exact sum of row_weights' w over its block, into
+  // block_sum[num_blocks(n)].
+  void (*row_weight_sums)(const float* x, int64_t n, float temperature, float z_max, double* block_sum);
 };
 
 // ---- instruction sets and their selection (dispatch.cpp) --------------------------------

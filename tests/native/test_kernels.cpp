@@ -928,6 +928,7 @@ void half_round_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, 
 // The same table with the float32 bound switched off: every position read exactly.
 sv::KernelTable without_bounds(const sv::KernelTable& kt) {
   sv::KernelTable t = kt;
+  t.row_weight_sums = nullptr;  // nor Note [Bounded warping]
   t.row_sum_f32 = [](const float*, int64_t, float*) { return false; };
   t.row_block_sums = nullptr;  // nor Note [Bounded sampling]: canonical masses only
   t.residual_block_sums = nullptr;
@@ -1237,6 +1238,136 @@ void bounded_sampling_tests(Rng& rng, const std::vector<const sv::KernelTable*>&
                                       std::to_string(boundary_decisions) + ")");
 }
 
+// ---- Note [Bounded warping] ------------------------------------------------------------------
+
+// exp_approx against exp_nonpositive (both scalar; the SIMD paths round less, being fused or
+// equal): within kApproxWeightBound w + 2^-148 (the absolute part for subnormal results),
+// over a dense grid of [-104, 0] and random arguments; then every path's row_weight_sums
+// within kWeightSumBound F_b + kWeightSumFloor of the exact block sums of row_weights' w.
+void bounded_warping_kernels(Rng& rng, const std::vector<const sv::KernelTable*>& kts) {
+  double worst = 0.0;
+  bool ok = true;
+  const auto one = [&](float y) {
+    const float w = sv::exp_nonpositive<sv::ScalarOps>(y), a = sv::exp_approx<sv::ScalarOps>(y);
+    const double err = std::fabs(static_cast<double>(a) - static_cast<double>(w));
+    if (w >= 0x1p-126f) worst = std::max(worst, err / w);
+    ok &= err <= sv::kApproxWeightBound * w + 0x1p-148;
+  };
+  for (int i = 0; i <= 4000000; ++i) one(static_cast<float>(-104.0 * i / 4000000.0));
+  for (int i = 0; i < 1000000; ++i) one(static_cast<float>(-104.0 * rng.uniform() * rng.uniform()));
+  for (float y = -0x1p-30f; y > -1.0f; y *= 1.01f) one(y);
+  check(ok && worst <= sv::kApproxWeightBound,
+        "exp_approx within 2^-16 of exp_nonpositive (worst 2^" + std::to_string(std::log2(worst)) + ")");
+
+  for (int r = 0; r < 300; ++r) {
+    const int64_t n = 1 + rng.below(r < 200 ? 3000 : 140000);
+    std::vector<float> x = make_logits(rng, n, static_cast<int>(rng.below(5)));
+    x[rng.below(n)] = 1.0f;
+    const float temps[] = {1.0f, 0.7f, 1.3f, 0.05f, 3.0f};
+    const float temperature = temps[rng.below(5)];
+    int64_t top = 0;
+    sv::scalar_kernels().row_argmax(x.data(), n, &top);
+    const float z_max = x[top] / temperature;
+    const int64_t nb = sv::num_blocks(n);
+    std::vector<float> w(n);
+    std::vector<double> blocks(nb), sums(nb);
+    double mass = 0.0;
+    sv::scalar_kernels().row_weights(x.data(), n, temperature, z_max, w.data(), blocks.data(), &mass);
+    for (const sv::KernelTable* kt : kts) {
+      if (kt->row_weight_sums == nullptr) continue;
+      kt->row_weight_sums(x.data(), n, temperature, z_max, sums.data());
+      bool held = true;
+      for (int64_t b = 0; b < nb; ++b) {
+        double exact = 0.0;  // within 2^-45 of the exact sum: far inside the bound's slack
+        for (int64_t v = b * sv::kMassBlock; v < std::min(n, (b + 1) * sv::kMassBlock); ++v) exact += w[v];
+        held &= std::fabs(sums[b] - exact) <= sums[b] * sv::kWeightSumBound * 0.999 + sv::kWeightSumFloor;
+      }
+      check(held, std::string(kt->name) + " row_weight_sums within its bound, n=" + std::to_string(n));
+    }
+  }
+}
+
+// Rounds at temperature only give the same outcomes with Note [Bounded warping] as without
+// it, on every path: random uniforms, uniforms at a canonical running sum of the warped row
+// (sample), and uniforms at the acceptance boundary u = p(t) Q / (q(t) P) (accept_logits,
+// with draft rows and one-hot), where the bounds must fall back.
+void bounded_warping_rounds(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int count, int64_t max_n) {
+  int64_t tried = 0, boundary_fallbacks = 0;
+  const sv::Rows none{nullptr, 0};
+  for (int r = 0; r < count; ++r) {
+    const int64_t k = 1 + rng.below(4);
+    const int64_t n = 2 + rng.below(max_n);
+    const int kind = static_cast<int>(rng.below(5));
+    std::vector<float> target((k + 1) * n), draft(k * n);
+    for (int64_t i = 0; i <= k; ++i) {
+      std::vector<float> v = make_logits(rng, n, kind);
+      v[rng.below(n)] = 1.0f;
+      std::copy(v.begin(), v.end(), target.begin() + i * n);
+    }
+    for (int64_t i = 0; i < k; ++i) {
+      // Close to the target (mostly accepted), or the target itself (all accepted).
+      for (int64_t v = 0; v < n; ++v)
+        draft[i * n + v] = rng.below(3) == 0 ? target[i * n + v]
+                                             : target[i * n + v] + static_cast<float>(0.3 * (rng.uniform() - 0.5));
+    }
+    sv::WarpParams params;
+    const float temps[] = {1.0f, 0.7f, 1.3f, 0.05f};
+    params.temperature = temps[rng.below(4)];
+    std::vector<int64_t> tokens(k);
+    for (int64_t i = 0; i < k; ++i) tokens[i] = rng.below(n);
+    // The exact warped rows (scalar), for boundary uniforms.
+    std::vector<float> wp(n), wq(n);
+    std::vector<double> bp(sv::num_blocks(n)), bq(sv::num_blocks(n));
+    sv::WarpedRow rp{wp.data(), bp.data(), 0.0}, rq{wq.data(), bq.data(), 0.0};
+    sv::warp_row(sv::scalar_kernels(), target.data(), n, params, &rp);
+    sv::warp_row(sv::scalar_kernels(), draft.data(), n, params, &rq);
+    const int mode = static_cast<int>(rng.below(3));  // 0 random, 1 draw at a running sum, 2 test at its boundary
+    std::vector<double> u(k + 1);
+    for (double& x : u) x = rng.uniform() * 0.5;  // mostly accepted
+    double u_one_hot0 = u[0];
+    if (mode == 1) {
+      u[k] = boundary_uniform(rng, bp, rp.mass, n, [&wp](int64_t v) { return wp[v]; });
+    } else if (mode == 2) {
+      const double pt = wp[tokens[0]], qt = wq[tokens[0]];
+      if (pt > 0.0 && qt > 0.0) u[0] = std::min(pt * rq.mass / (qt * rp.mass), 0x1.fffffffffffffp-1);
+      if (pt > 0.0) u_one_hot0 = std::min(pt / rp.mass, 0x1.fffffffffffffp-1);
+      const int64_t nudge = rng.below(5) - 2;
+      for (int64_t z = 0; z < std::abs(nudge); ++z) {
+        u[0] = std::nextafter(u[0], nudge < 0 ? 0.0 : 1.0);
+        u_one_hot0 = std::nextafter(u_one_hot0, nudge < 0 ? 0.0 : 1.0);
+      }
+    }
+    std::vector<double> u1 = u;
+    u1[0] = u_one_hot0;
+    const sv::Rows t_rows{target.data(), n}, d_rows{draft.data(), n};
+    for (const sv::KernelTable* kt : kts) {
+      const sv::KernelTable exact = without_bounds(*kt);
+      char buf[200];
+      std::snprintf(buf, sizeof buf, "%s bounded warping round %d k=%lld n=%lld kind=%d T=%g mode %d", kt->name, r,
+                    (long long)k, (long long)n, kind, params.temperature, mode);
+      const int64_t before = sv::bounded_draw_fallbacks();
+      const sv::Outcome s = sv::sample_round(*kt, target.data(), n, params, u[k]);
+      const sv::Outcome s_exact = sv::sample_round(exact, target.data(), n, params, u[k]);
+      check(s.error == sv::InputError::kNone && s.token == s_exact.token, std::string(buf) + ": sample");
+      if (mode == 1) {
+        ++tried;
+        boundary_fallbacks += sv::bounded_draw_fallbacks() - before;
+      }
+      const sv::Outcome a = sv::accept_logits_round(*kt, t_rows, d_rows, tokens.data(), u.data(), k, n, params);
+      const sv::Outcome b = sv::accept_logits_round(exact, t_rows, d_rows, tokens.data(), u.data(), k, n, params);
+      check(a.error == sv::InputError::kNone && a.n_accepted == b.n_accepted && a.token == b.token,
+            std::string(buf) + ": accept_logits");
+      const sv::Outcome c = sv::accept_logits_round(*kt, t_rows, none, tokens.data(), u1.data(), k, n, params);
+      const sv::Outcome d = sv::accept_logits_round(exact, t_rows, none, tokens.data(), u1.data(), k, n, params);
+      check(c.error == sv::InputError::kNone && c.n_accepted == d.n_accepted && c.token == d.token,
+            std::string(buf) + ": accept_logits one-hot");
+    }
+  }
+  if (count >= 100)
+    check(boundary_fallbacks > 0, "bounded warping draws at a running sum fell back (" +
+                                      std::to_string(boundary_fallbacks) + " of " + std::to_string(tried) + ")");
+}
+
 // ---- trees (Note [Tree verification]) ---------------------------------------------------------
 
 // Random trees: chains, and trees of up to 12 nodes, in every mode, on every path against
@@ -1476,6 +1607,9 @@ int main(int argc, char** argv) {
   mass_bound_tests(rng, kts, quick ? 4 : 20, 160000);
   bounded_sampling_tests(rng, kts, quick ? 200 : 2000, 3000);
   bounded_sampling_tests(rng, kts, quick ? 8 : 40, 160000);
+  bounded_warping_kernels(rng, kts);
+  bounded_warping_rounds(rng, kts, quick ? 200 : 1500, 3000);
+  bounded_warping_rounds(rng, kts, quick ? 6 : 30, 160000);
   tree_tests(rng, kts, quick ? 100 : 800, 700);
   tree_tests(rng, kts, quick ? 4 : 20, 40000);
   batch_tests(rng, kts, quick ? 20 : 150, 300);
