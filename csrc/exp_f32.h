@@ -64,11 +64,10 @@ inline __attribute__((always_inline)) typename Ops::F scale_by_two_factors(const
 }
 
 // Note [Bounded warping]'s approximate exp, for bounds only (never a result): the same
-// reduction as exp_nonpositive, then e^r by its degree-5 Taylor polynomial (|r| <= ln 2 / 2:
-// truncation below 3.5e-6 = 2^-18.1), evaluated with Ops::mul_add (a * b + c, fused where
-// the path has FMA, else two roundings: about ten roundings near 1, under 2^-20.5 in all).
-// Against exp_nonpositive's w (itself within 2 ulp of exp) each result is within
-// kApproxWeightBound w + 2^-148 (the absolute part for subnormal results: 2^-16 w alone is
+// reduction as exp_nonpositive, then e^r by its degree-6 Taylor polynomial (|r| <= ln 2 / 2:
+// truncation below 1.8e-7 = 2^-22.4), evaluated with Ops::mul_add (a * b + c, fused where
+// the path has FMA, else two roundings). Against exp_nonpositive's w (itself within 2 ulp
+// of exp) each result is within kApproxWeightBound w + 2^-148 (the absolute part for subnormal results: 2^-20 w alone is
 // below their spacing); the native tests check it over a dense grid of arguments (scalar,
 // the most roundings) and every path's block sums against their bound.
 template <class Ops>
@@ -79,7 +78,8 @@ inline __attribute__((always_inline)) typename Ops::F exp_approx(const typename 
   const F t = Ops::mul_add(yc, Ops::splat(1.44269504088896341f), magic);
   const F n = Ops::sub(t, magic);
   const F r = Ops::mul_add(n, Ops::splat(2.12194440e-4f), Ops::sub_exact_product(yc, n, Ops::splat(0.693359375f)));
-  F p = Ops::mul_add(Ops::splat(1.0f / 120.0f), r, Ops::splat(1.0f / 24.0f));
+  F p = Ops::mul_add(Ops::splat(1.0f / 720.0f), r, Ops::splat(1.0f / 120.0f));
+  p = Ops::mul_add(p, r, Ops::splat(1.0f / 24.0f));
   p = Ops::mul_add(p, r, Ops::splat(1.0f / 6.0f));
   p = Ops::mul_add(p, r, Ops::splat(0.5f));
   p = Ops::mul_add(p, r, Ops::splat(1.0f));
@@ -100,6 +100,7 @@ struct ScalarOps {
   static F sub_exact_product(F a, F b, F c) { return a - b * c; }  // -ffp-contract=off: unfused
   static F mul_add(F a, F b, F c) { return a * b + c; }            // unfused
   static F load(const float* x) { return *x; }
+  static void store(float* w, F e) { *w = e; }
   static F div(F a, F b) { return a / b; }
   static float hsum(F a) { return a; }
   static I bits(F x) { return std::bit_cast<I>(x); }
@@ -127,28 +128,41 @@ struct WeightTail {
   float at(int64_t v, int) const { return w[v] = weight(x[v], t, m); }
 };
 
-// row_weight_sums for a path's Ops (kLanes floats per F; load, div, mul_add, hsum in any
-// order): Note [Bounded warping]'s block sums, two accumulators per block, tails in one lane.
-// At most 256 / kLanes + 2 kLanes + 2 adds lie between a value and its block's sum.
-template <class Ops>
+// row_weight_sums for a path's Ops (kLanes = L floats per F; load, div, mul_add, hsum in a
+// tree of log2 L adds): Note [Bounded warping]'s block sums in 256 / 8L accumulators (at
+// least one) of at most 8 vectors each, added pairwise, the lanes summed, and the last
+// block's tail (under L values) summed apart and added: at most 16 adds lie between a value
+// and its block's sum (8 + log2(256 / 8L) + log2 L + 1 = 14, or 15 + 1 through the tail).
+template <class Ops, bool kStore>
 inline __attribute__((always_inline)) void approx_weight_sums(const float* x, int64_t n, float temperature,
-                                                              float z_max, double* block_sum) {
+                                                              float z_max, float* w, double* block_sum) {
   using F = typename Ops::F;
   constexpr int64_t L = Ops::kLanes;
+  // Accumulators of at most 8 values per lane each (a block holds 256 / L vectors).
+  constexpr int kAcc = 256 / (8 * L) > 1 ? static_cast<int>(256 / (8 * L)) : 1;
   const F vt = Ops::splat(temperature), vm = Ops::splat(z_max);
-  const auto weight_at = [&](int64_t v) { return exp_approx<Ops>(Ops::sub(Ops::div(Ops::load(x + v), vt), vm)); };
+  const auto weight_at = [&](int64_t v) {
+    const F e = exp_approx<Ops>(Ops::sub(Ops::div(Ops::load(x + v), vt), vm));
+    if constexpr (kStore) Ops::store(w + v, e);
+    return e;
+  };
   for (int64_t begin = 0, b = 0; begin < n; begin += kMassBlock, ++b) {
     const int64_t end = n - begin < kMassBlock ? n : begin + kMassBlock;
-    F a0 = Ops::splat(0.0f), a1 = a0;
+    F acc[kAcc];
+    for (F& a : acc) a = Ops::splat(0.0f);
     int64_t v = begin;
-    for (; v + 2 * L <= end; v += 2 * L) {
-      a0 = Ops::add(a0, weight_at(v));
-      a1 = Ops::add(a1, weight_at(v + L));
+    for (; v + kAcc * L <= end; v += kAcc * L)
+      for (int j = 0; j < kAcc; ++j) acc[j] = Ops::add(acc[j], weight_at(v + j * L));
+    for (int j = 0; v + L <= end; v += L, ++j) acc[j] = Ops::add(acc[j], weight_at(v));
+    for (int half = kAcc / 2; half >= 1; half /= 2)
+      for (int j = 0; j < half; ++j) acc[j] = Ops::add(acc[j], acc[j + half]);
+    float tail = 0.0f;
+    for (; v < end; ++v) {
+      const float e = exp_approx<ScalarOps>(x[v] / temperature - z_max);
+      if constexpr (kStore) w[v] = e;
+      tail += e;
     }
-    for (; v + L <= end; v += L) a0 = Ops::add(a0, weight_at(v));
-    float s = Ops::hsum(Ops::add(a0, a1));
-    for (; v < end; ++v) s += exp_approx<ScalarOps>(x[v] / temperature - z_max);
-    block_sum[b] = s;
+    block_sum[b] = Ops::hsum(acc[0]) + tail;
   }
 }
 

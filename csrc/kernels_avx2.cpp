@@ -338,6 +338,7 @@ struct Avx2Ops {
   static constexpr int kLanes = 8;
   static SPEC_VERIFY_AVX2 F mul_add(F a, F b, F c) { return add(mul(a, b), c); }
   static SPEC_VERIFY_AVX2 F load(const float* x) { return _mm256_loadu_ps(x); }
+  static SPEC_VERIFY_AVX2 void store(float* w, F e) { _mm256_storeu_ps(w, e); }
   static SPEC_VERIFY_AVX2 F div(F a, F b) { return _mm256_div_ps(a, b); }
   static SPEC_VERIFY_AVX2 float hsum(F a) {
     const __m128 four = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
@@ -376,8 +377,9 @@ SPEC_VERIFY_AVX2_KERNEL void f32_row_weights__avx2(const float* x, int64_t n, fl
 }
 
 SPEC_VERIFY_AVX2_KERNEL void f32_row_weight_sums__avx2(const float* x, int64_t n, float temperature,
-                                                       float z_max, double* block_sum) {
-  approx_weight_sums<Avx2Ops>(x, n, temperature, z_max, block_sum);
+                                                       float z_max, float* w, double* block_sum) {
+  if (w == nullptr) approx_weight_sums<Avx2Ops, false>(x, n, temperature, z_max, w, block_sum);
+  else approx_weight_sums<Avx2Ops, true>(x, n, temperature, z_max, w, block_sum);
 }
 
 // r(v) = w(v) >= t ? w(v) : +0.0 (row 0, stored unless r is null) and the w(v) > t (row 1).

@@ -303,6 +303,7 @@ struct Avx512Ops {
   static constexpr int kLanes = 16;
   static SPEC_VERIFY_AVX512 F mul_add(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   static SPEC_VERIFY_AVX512 F load(const float* x) { return _mm512_loadu_ps(x); }
+  static SPEC_VERIFY_AVX512 void store(float* w, F e) { _mm512_storeu_ps(w, e); }
   static SPEC_VERIFY_AVX512 F div(F a, F b) { return _mm512_div_ps(a, b); }
   static SPEC_VERIFY_AVX512 float hsum(F a) { return _mm512_reduce_add_ps(a); }
   // vscalefps: p * 2^n with one rounding, as scale_by_two_factors gives it.
@@ -332,8 +333,9 @@ SPEC_VERIFY_AVX512_KERNEL void f32_row_weights__avx512(const float* x, int64_t n
 }
 
 SPEC_VERIFY_AVX512_KERNEL void f32_row_weight_sums__avx512(const float* x, int64_t n, float temperature,
-                                                           float z_max, double* block_sum) {
-  approx_weight_sums<Avx512Ops>(x, n, temperature, z_max, block_sum);
+                                                           float z_max, float* w, double* block_sum) {
+  if (w == nullptr) approx_weight_sums<Avx512Ops, false>(x, n, temperature, z_max, w, block_sum);
+  else approx_weight_sums<Avx512Ops, true>(x, n, temperature, z_max, w, block_sum);
 }
 
 // r(v) = w(v) >= t ? w(v) : +0.0 (row 0, stored unless r is null) and the w(v) > t (row 1).

@@ -251,6 +251,7 @@ struct NeonOps {
   static constexpr int kLanes = 4;
   static F mul_add(F a, F b, F c) { return vfmaq_f32(c, a, b); }
   static F load(const float* x) { return vld1q_f32(x); }
+  static void store(float* w, F e) { vst1q_f32(w, e); }
   static F div(F a, F b) { return vdivq_f32(a, b); }
   static float hsum(F a) { return vaddvq_f32(a); }
   static I bits(F x) { return vreinterpretq_s32_f32(x); }
@@ -281,8 +282,10 @@ void f32_row_weights__neon(const float* x, int64_t n, float temperature, float z
   *mass = blocked_mass<NeonLanes>(values, n, block_mass);
 }
 
-void f32_row_weight_sums__neon(const float* x, int64_t n, float temperature, float z_max, double* block_sum) {
-  approx_weight_sums<NeonOps>(x, n, temperature, z_max, block_sum);
+void f32_row_weight_sums__neon(const float* x, int64_t n, float temperature, float z_max, float* w,
+                               double* block_sum) {
+  if (w == nullptr) approx_weight_sums<NeonOps, false>(x, n, temperature, z_max, w, block_sum);
+  else approx_weight_sums<NeonOps, true>(x, n, temperature, z_max, w, block_sum);
 }
 
 // r(v) = w(v) >= t ? w(v) : +0.0 (row 0, stored unless r is null) and the w(v) > t (row 1).

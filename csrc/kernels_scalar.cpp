@@ -80,8 +80,10 @@ void f32_row_weights__scalar(const float* x, int64_t n, float temperature, float
   *mass = scalar_mass(n, block_mass, [=](int64_t v) { return w[v] = weight(x[v], temperature, z_max); });
 }
 
-void f32_row_weight_sums__scalar(const float* x, int64_t n, float temperature, float z_max, double* block_sum) {
-  approx_weight_sums<ScalarOps>(x, n, temperature, z_max, block_sum);
+void f32_row_weight_sums__scalar(const float* x, int64_t n, float temperature, float z_max, float* w,
+                                 double* block_sum) {
+  if (w == nullptr) approx_weight_sums<ScalarOps, false>(x, n, temperature, z_max, w, block_sum);
+  else approx_weight_sums<ScalarOps, true>(x, n, temperature, z_max, w, block_sum);
 }
 
 // Note [Canonical mass order] lane by lane over KeepTail's values.

@@ -351,7 +351,7 @@ bool bound_weights(const KernelTable& kt, const float* x, int64_t n, float tempe
   wb->temperature = temperature;
   wb->z_max = z_max;
   wb->cached = -1;
-  kt.row_weight_sums(x, n, temperature, z_max, wb->sums.data());
+  kt.row_weight_sums(x, n, temperature, z_max, nullptr, wb->sums.data());
   double total = 0.0, total_err = 0.0;
   for (int64_t b = 0; b < nb; ++b) {
     wb->err[b] = wb->sums[b] * kWeightSumBound + kWeightSumFloor;

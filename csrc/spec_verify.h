@@ -91,12 +91,15 @@ constexpr double kGuessSumBound = 0x1p-20;
 // masses of the weights w = exp(z - max z) (Note [One exp]) for two things: to compare
 // u * q(t) * P with p(t) * Q, and to draw. Like Note [Mass bounds] and Note [Bounded
 // sampling], both need the masses only where the answer is close. row_weight_sums sums, per
-// block, weights from a cheaper exp (exp_approx in exp_f32.h: the same reduction, a degree-5
-// polynomial, ~14 vector operations for 16 values instead of ~38 with the float64 masses),
-// in float32: each approximate weight is within kApproxWeightBound of w relatively, plus
-// 2^-148 absolutely (subnormal results), and the float32 sum of a block (at most 300 adds
-// on the way from a value to its sum) is within 2^-15.7 more; so each block sum F_b is within
-// kWeightSumBound F_b + kWeightSumFloor of the exact sum of the block's w. The exact
+// block, weights from a cheaper exp (exp_approx in exp_f32.h: the same reduction, a degree-6
+// polynomial, ~15 vector operations for 16 values instead of ~38 with the float64 masses),
+// in float32: each approximate weight is within kApproxWeightBound = 2^-20 of w
+// relatively, plus 2^-148 absolutely (subnormal results), and the float32 sum of a block (at
+// most 16 adds on the way from a value to its sum) within gamma_16 < 2^-20 (1 + 2^-19) more;
+// so each block sum F_b is within kWeightSumBound F_b + kWeightSumFloor of the exact sum of
+// the block's w. The tighter the bound, the rarer a decision it cannot make (top-p's cutoff
+// falls back when the target's range straddles a tie group's running mass: about 1 row in
+// 50 at 2^-19 on Gaussian logits, 1 in 3 at 2^-14). The exact
 // weights are still computed where the answer reads them: w(t) for the acceptance test (one
 // scalar exp_nonpositive, the same bits as every path's) and the chosen block of a draw (the
 // path's row_weights over 256 values). An acceptance is decided from the bounds only when
@@ -105,9 +108,9 @@ constexpr double kGuessSumBound = 0x1p-20;
 // margins); otherwise the row is warped exactly (row_weights) and decided as before, which a
 // rejection needs anyway. So every result keeps its bits, and the exp pass costs about a
 // third of the exact one wherever nothing is close.
-constexpr double kApproxWeightBound = 0x1p-16;
-constexpr double kWeightSumBound = 0x1p-14;   // >= (1 + 2^-16)(1 + 2^-15.7) - 1, rounded up
-constexpr double kWeightSumFloor = 0x1p-138;  // >= 256 values * 2^-148 * (1 + 2^-15.7)
+constexpr double kApproxWeightBound = 0x1p-20;
+constexpr double kWeightSumBound = 0x1.2p-19;  // >= (1 + 2^-20)(1 + gamma_16 = 2^-20 (1 + 2^-19)) - 1
+constexpr double kWeightSumFloor = 0x1p-138;   // >= 256 values * 2^-148 * (1 + 2^-19)
 
 // Note [Warping]
 // Logits become an unnormalised row by one warp, a pure function of the row and
@@ -216,8 +219,8 @@ struct KernelTable {
   // Optional: Note [Bounded warping]'s block sums of approximate weights exp_approx(x(v) /
   // temperature - z_max) (arguments as row_weights), each within kWeightSumBound F_b +
   // kWeightSumFloor of the exact sum of row_weights' w over its block, into
-  // block_sum[num_blocks(n)].
-  void (*row_weight_sums)(const float* x, int64_t n, float temperature, float z_max, double* block_sum);
+  // block_sum[num_blocks(n)]; and the approximate weights themselves into w unless it is null.
+  void (*row_weight_sums)(const float* x, int64_t n, float temperature, float z_max, float* w, double* block_sum);
 };
 
 // ---- instruction sets and their selection (dispatch.cpp) --------------------------------

@@ -16,7 +16,8 @@ namespace spec_verify {
 namespace {
 
 struct Scratch {
-  std::vector<double> above_blocks, unused_blocks;
+  std::vector<double> above_blocks, unused_blocks, approx_sums;
+  std::vector<float> gathered_x, gathered_w;  // Note [Bounded warping]: candidates' logits, weights
   std::vector<uint32_t> keys, select;
   std::vector<int64_t> candidates;
   std::vector<float> pool;
@@ -33,6 +34,7 @@ Scratch& scratch(int64_t n) {
   if (s.above_blocks.size() < static_cast<size_t>(num_blocks(n))) {
     s.above_blocks.resize(num_blocks(n));
     s.unused_blocks.resize(num_blocks(n));
+    s.approx_sums.resize(num_blocks(n));
   }
   if (s.candidates.size() < static_cast<size_t>(n)) s.candidates.resize(n);
   return s;
@@ -140,27 +142,73 @@ void apply_top_k(const float* x, int64_t n, const WarpParams& params, float* w) 
   }
 }
 
+// Where top_p_cutoff's weights are Note [Bounded warping]'s approximate ones: the logits
+// and the warp, to compute the exact weights of the candidates.
+struct ExactWeights {
+  const float* x;
+  float temperature, z_max;
+};
+
+// The candidates for floor tau from approximate weights w: every v whose approximate weight
+// is >= tau (1 - kApproxWeightBound) - 2^-148 holds every v with w(v) >= tau; their exact
+// weights (the path's row_weights over their logits, gathered: the same bits, value by
+// value) replace the approximate ones in w, and those below tau are dropped. Returns how
+// many are left, or -1 if tau is too small for the margin (then nothing is decided).
+int64_t gather_exact(const KernelTable& kt, float* w, int64_t n, float tau, const ExactWeights& e, int64_t* index) {
+  const double lowered = static_cast<double>(tau) * (1.0 - kApproxWeightBound) - 0x1p-148;
+  if (!(lowered >= 0x1p-126)) return -1;
+  float g = static_cast<float>(lowered);
+  if (static_cast<double>(g) > lowered) g = std::nextafter(g, 0.0f);
+  const int64_t m = kt.gather_at_least(w, n, g, index);
+  Scratch& s = scratch(n);
+  if (s.gathered_x.size() < static_cast<size_t>(m)) {
+    s.gathered_x.resize(m);
+    s.gathered_w.resize(m);
+  }
+  for (int64_t i = 0; i < m; ++i) s.gathered_x[i] = e.x[index[i]];
+  double unused = 0.0;
+  kt.row_weights(s.gathered_x.data(), m, e.temperature, e.z_max, s.gathered_w.data(), s.unused_blocks.data(), &unused);
+  int64_t kept = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    w[index[i]] = s.gathered_w[i];
+    if (s.gathered_w[i] >= tau) index[kept++] = index[i];
+  }
+  return kept;
+}
+
 // top_p: the smallest weight c such that the mass of the weights > c is < target, so
 // that every weight >= c is kept (a tie group whole). Masses are canonical (Note [Sparse
 // masses]: over the candidates, the same bits as keep_at_least over the row), so the
 // cutoff is the same on every path: the search only proposes, exact masses decide. The
 // candidates (every v with w(v) >= the cutoff, ascending) are left in s.candidates[0..*m),
 // and the block masses and mass of the w >= cutoff (others +0.0) in blocks and *kept.
-float top_p_cutoff(const KernelTable& kt, const float* w, int64_t n, double target, size_t* m,
-                   double* blocks, double* kept) {
+// The target may be known only to lie in [target_lo, target_hi] (Note [Bounded warping],
+// with `exact` saying how to compute the exact weights the approximate w stand for): then
+// *decided is false unless that range decides the cutoff (lo = hi: always decided).
+float top_p_cutoff(const KernelTable& kt, float* w, int64_t n, double target_lo, double target_hi,
+                   const ExactWeights* exact, size_t* m, double* blocks, double* kept, bool* decided) {
   Scratch& s = scratch(n);
   std::vector<int64_t>& index = s.candidates;
   double at_least = 0.0, above = 0.0;
+  const double target = target_hi;  // where a proposal needs one value
+  *decided = false;
   // 1. A floor tau with mass(w >= tau) >= target: then every weight below tau has at least
   //    that mass strictly above it (a canonical sum of non-negative values only grows with
-  //    the set summed), so it is not kept. Lower tau 2^-12 at a time until it holds. The
+  //    the set summed), so it is not kept. Lower tau 2^-4 at a time until it holds (a
+  //    coarser step overshoots: 2^-24 gathers most of a Gaussian row). The
   //    candidates are the weights >= tau (there are few unless the row is flat). Their
   //    sum in any order is within m 2^-53 of the exact sum, relatively, and so is the
   //    canonical one: only a sum within 2^-50 m of the target asks for the canonical sum.
   float tau = 0x1p-12f, floor = tau;
   for (;;) {
     floor = tau > 0.0f ? tau : std::numeric_limits<float>::denorm_min();
-    *m = static_cast<size_t>(kt.gather_at_least(w, n, floor, index.data()));
+    if (exact != nullptr) {
+      const int64_t got = gather_exact(kt, w, n, floor, *exact, index.data());
+      if (got < 0) return 0.0f;
+      *m = static_cast<size_t>(got);
+    } else {
+      *m = static_cast<size_t>(kt.gather_at_least(w, n, floor, index.data()));
+    }
     double sums[4] = {0.0, 0.0, 0.0, 0.0};
     size_t i = 0;
     for (; i + 4 <= *m; i += 4)
@@ -169,12 +217,12 @@ float top_p_cutoff(const KernelTable& kt, const float* w, int64_t n, double targ
     const double sum = (sums[0] + sums[1]) + (sums[2] + sums[3]);
     const double margin = static_cast<double>(*m) * 0x1p-50;
     bool enough = sum * (1.0 - margin) >= target;
-    if (!enough && !(sum * (1.0 + margin) < target)) {
+    if (!enough && !(sum * (1.0 + margin) < target)) {  // (target_hi: a floor for any target in range)
       sparse_masses(w, n, index.data(), *m, floor, nullptr, &at_least, nullptr);
       enough = at_least >= target;
     }
     if (enough || tau == 0.0f) break;
-    tau = tau >= 0x1p-136f ? tau * 0x1p-12f : 0.0f;
+    tau = tau >= 0x1p-144f ? tau * 0x1p-4f : 0.0f;
   }
   const std::span<const int64_t> c(index.data(), *m);
   // 2. With more than a few candidates, narrow them first: bucket them by their top bits
@@ -242,21 +290,27 @@ float top_p_cutoff(const KernelTable& kt, const float* w, int64_t n, double targ
       greater += sum;
       i = e;
     }
-    if (group_start.empty()) return 0.0f;  // no positive weight: warp_row keeps the top one
+    if (group_start.empty()) {  // no positive weight: warp_row keeps the top one
+      *decided = exact == nullptr;
+      return 0.0f;
+    }
     size_t j = proposal;
     for (;;) {
       const float cut = pool[group_start[j]];
       std::fill(blocks, blocks + num_blocks(n), 0.0);
       sparse_masses(w, n, c.data(), c.size(), cut, blocks, &at_least, &above);
-      if (above >= target) {
+      if (above >= target_hi) {
         if (j == 0) break;  // the cutoff is above this bucket (rounding): search them all
         --j;
-      } else if (at_least < target) {
+      } else if (at_least < target_lo) {
         if (j + 1 == group_start.size()) break;  // below this bucket: search them all
         ++j;
-      } else {
+      } else if (above < target_lo && at_least >= target_hi) {
         *kept = at_least;
+        *decided = true;
         return cut;
+      } else {
+        return 0.0f;  // the target's range straddles this cutoff: not decided
       }
     }
     // Only a narrowed search can get here (unnarrowed, the top group has nothing above it
@@ -283,20 +337,50 @@ Outcome warp_row_lazy(const KernelTable& kt, const float* x, int64_t n, const Wa
   if (std::isinf(z_max)) return bad_value(InputError::kOverflow, top, x_max);
 
   float* w = out->values;
-  kt.row_weights(x, n, params.temperature, z_max, w, out->blocks, &out->mass);
   const bool top_k = params.top_k > 0 && params.top_k < n;
-  if (!top_k && params.top_p >= 1.0 && params.min_p <= 0.0) return Outcome{};  // r = w
-  if (top_k) {
-    apply_top_k(x, n, params, w);
-    kt.row_mass(w, n, out->blocks, &out->mass);
-  }
-
-  // The final threshold on the weights: top-p's cutoff, then min-p's.
   float t = 0.0f;
   size_t m = 0;  // candidates: every v with w(v) >= t when m > 0
   double cut_mass = 0.0;  // with top-p, the mass of the w >= t, its block masses in blocks
   Scratch& s = scratch(n);
-  if (params.top_p < 1.0) t = top_p_cutoff(kt, w, n, params.top_p * out->mass, &m, s.unused_blocks.data(), &cut_mass);
+  bool decided = false;
+  if (!top_k && params.top_p < 1.0 && kt.row_weight_sums != nullptr) {
+    // Note [Bounded warping]: top-p from approximate weights where the range of the row's
+    // mass decides the cutoff; the candidates' weights are made exact, the rest of w stays
+    // approximate but below the floor, so the lazy row reads it as +0.0.
+    const int64_t nb = num_blocks(n);
+    double* sums = s.approx_sums.data();
+    kt.row_weight_sums(x, n, params.temperature, z_max, w, sums);
+    double total = 0.0, total_err = 0.0;
+    for (int64_t b = 0; b < nb; ++b) {
+      total += sums[b];
+      total_err += sums[b] * kWeightSumBound + kWeightSumFloor;
+    }
+    const double d = kBlockSumBound + 0x1p-40 + static_cast<double>(nb) * 0x1p-49;
+    total_err *= 1.0 + 0x1p-20;
+    const double lo = (total - total_err) * (1.0 - d), hi = (total + total_err) * (1.0 + d);
+    if (lo > 0.0) {
+      const ExactWeights exact{x, params.temperature, z_max};
+      t = top_p_cutoff(kt, w, n, params.top_p * lo, params.top_p * hi, &exact, &m, s.unused_blocks.data(),
+                       &cut_mass, &decided);
+    }
+    if (!decided) {
+      t = 0.0f;
+      m = 0;
+    }
+  }
+  if (!decided) {
+    kt.row_weights(x, n, params.temperature, z_max, w, out->blocks, &out->mass);
+    if (!top_k && params.top_p >= 1.0 && params.min_p <= 0.0) return Outcome{};  // r = w
+    if (top_k) {
+      apply_top_k(x, n, params, w);
+      kt.row_mass(w, n, out->blocks, &out->mass);
+    }
+    // The final threshold on the weights: top-p's cutoff, then min-p's.
+    if (params.top_p < 1.0) {
+      const double target = params.top_p * out->mass;
+      t = top_p_cutoff(kt, w, n, target, target, nullptr, &m, s.unused_blocks.data(), &cut_mass, &decided);
+    }
+  }
   const float cut = t;
   if (params.min_p > 0.0) {
     // w(v) >= min_p as reals: the smallest float >= min_p.

@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
       kt.row_weights(x.data(), n, 0.8f, x_max / 0.8f, out.data(), blocks.data(), &m);
       sink += m;
     } else if (kernel == "weight_sums") {
-      kt.row_weight_sums(x.data(), n, 0.8f, x_max / 0.8f, blocks.data());
+      kt.row_weight_sums(x.data(), n, 0.8f, x_max / 0.8f, nullptr, blocks.data());
       sink += blocks[0];
     } else if (kernel == "gather") {
       sink += static_cast<double>(kt.gather_at_least(w.data(), n, 0.5f, index.data()));

@@ -480,8 +480,13 @@ bool warped_masses_hold(const sv::KernelTable& kt, const float* x, int64_t n, co
 
 // Every warping kernel and warp_row on every path, bit for bit against the scalar path;
 // warp_row against the definition, counted by brute force for small rows.
+sv::KernelTable without_bounds(const sv::KernelTable& kt);
+
+// Every path against the scalar path; warp_row also against the scalar path without Note
+// [Bounded warping] (the definition computed in full).
 void warp_parity(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int64_t n) {
   const sv::KernelTable& ref = sv::scalar_kernels();
+  const sv::KernelTable full = without_bounds(ref);
   const int64_t blocks = sv::num_blocks(n);
   for (int kind = 0; kind < 5; ++kind) {
     const std::vector<float> xv = make_logits(rng, n, kind);
@@ -502,7 +507,7 @@ void warp_parity(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int64
     std::vector<float> warped_ref(n);
     std::vector<double> wb_ref(blocks);
     sv::WarpedRow out_ref{warped_ref.data(), wb_ref.data(), 0.0};
-    const sv::Outcome e_ref = sv::warp_row(ref, x.data, n, params, &out_ref);
+    const sv::Outcome e_ref = sv::warp_row(full, x.data, n, params, &out_ref);
     check(e_ref.error == sv::InputError::kNone && out_ref.mass >= 1.0, warp_label(ref, "warp_row keeps the top weight", n, kind, params));
     for (const sv::KernelTable* kt : kts) {
       kt->row_weights(x.data, n, params.temperature, z_max, w.data(), wb0.data(), &wm);
@@ -1257,7 +1262,7 @@ void bounded_warping_kernels(Rng& rng, const std::vector<const sv::KernelTable*>
   for (int i = 0; i < 1000000; ++i) one(static_cast<float>(-104.0 * rng.uniform() * rng.uniform()));
   for (float y = -0x1p-30f; y > -1.0f; y *= 1.01f) one(y);
   check(ok && worst <= sv::kApproxWeightBound,
-        "exp_approx within 2^-16 of exp_nonpositive (worst 2^" + std::to_string(std::log2(worst)) + ")");
+        "exp_approx within 2^-20 of exp_nonpositive (worst 2^" + std::to_string(std::log2(worst)) + ")");
 
   for (int r = 0; r < 300; ++r) {
     const int64_t n = 1 + rng.below(r < 200 ? 3000 : 140000);
@@ -1275,8 +1280,11 @@ void bounded_warping_kernels(Rng& rng, const std::vector<const sv::KernelTable*>
     sv::scalar_kernels().row_weights(x.data(), n, temperature, z_max, w.data(), blocks.data(), &mass);
     for (const sv::KernelTable* kt : kts) {
       if (kt->row_weight_sums == nullptr) continue;
-      kt->row_weight_sums(x.data(), n, temperature, z_max, sums.data());
+      std::vector<float> approx(n, -1.0f);
+      kt->row_weight_sums(x.data(), n, temperature, z_max, r % 2 ? approx.data() : nullptr, sums.data());
       bool held = true;
+      for (int64_t v = 0; r % 2 && v < n; ++v)
+        held &= std::fabs(static_cast<double>(approx[v]) - w[v]) <= sv::kApproxWeightBound * w[v] + 0x1p-148;
       for (int64_t b = 0; b < nb; ++b) {
         double exact = 0.0;  // within 2^-45 of the exact sum: far inside the bound's slack
         for (int64_t v = b * sv::kMassBlock; v < std::min(n, (b + 1) * sv::kMassBlock); ++v) exact += w[v];
@@ -1313,6 +1321,8 @@ void bounded_warping_rounds(Rng& rng, const std::vector<const sv::KernelTable*>&
     sv::WarpParams params;
     const float temps[] = {1.0f, 0.7f, 1.3f, 0.05f};
     params.temperature = temps[rng.below(4)];
+    if (rng.below(2) == 0) params.top_p = rng.below(4) == 0 ? 0.999 : 0.05 + 0.9 * rng.uniform();  // bounded too
+    if (rng.below(4) == 0) params.min_p = 0.2 * rng.uniform();  // after top-p: bounded; alone: exact
     std::vector<int64_t> tokens(k);
     for (int64_t i = 0; i < k; ++i) tokens[i] = rng.below(n);
     // The exact warped rows (scalar), for boundary uniforms.
