@@ -19,7 +19,7 @@ struct Scratch {
   std::vector<double> above_blocks, unused_blocks, approx_sums;
   std::vector<float> gathered_x, gathered_w;  // Note [Bounded warping]: candidates' logits, weights
   std::vector<uint32_t> keys, select;
-  std::vector<int64_t> candidates;
+  std::vector<int64_t> candidates, kept_index;
   std::vector<float> pool;
   std::vector<size_t> group_start;
   std::vector<double> bucket_mass;
@@ -298,7 +298,13 @@ float top_p_cutoff(const KernelTable& kt, float* w, int64_t n, double target_lo,
     for (;;) {
       const float cut = pool[group_start[j]];
       std::fill(blocks, blocks + num_blocks(n), 0.0);
-      sparse_masses(w, n, c.data(), c.size(), cut, blocks, &at_least, &above);
+      // Over the candidates >= cut alone (still ascending, still every v with w(v) >= cut):
+      // the kept ones, often a fraction of the candidates.
+      std::vector<int64_t>& kept_index = s.kept_index;
+      kept_index.clear();
+      for (const int64_t v : c)
+        if (w[v] >= cut) kept_index.push_back(v);
+      sparse_masses(w, n, kept_index.data(), kept_index.size(), cut, blocks, &at_least, &above);
       if (above >= target_hi) {
         if (j == 0) break;  // the cutoff is above this bucket (rounding): search them all
         --j;
