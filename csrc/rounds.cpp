@@ -375,6 +375,25 @@ int64_t draw_residual(const Position& at, double u, int64_t vocab) {
                       [&at, a, b](int64_t v) { return residual_value(at.p.at(v), at.q.at(v), a, b); });
 }
 
+// The sums of max(0, p - q) from the pass over p and q (row_mass_pair_guess, in at.r_blocks)
+// as block sums of the residual with factors a and b: each block's margin for a and b not
+// being 1 into at.guess_err (Note [Bounded sampling]). False (nothing set) if there are no
+// such sums or the factors are not near 1, where the margins would decide nothing.
+bool guess_margins(Position& at, float a, float b, int64_t vocab) {
+  if (!at.guessed || !(std::fabs(a - 1.0f) < 0x1p-12f) || !(std::fabs(b - 1.0f) < 0x1p-12f)) return false;
+  const double da = std::fabs(static_cast<double>(a) - 1.0), db = std::fabs(static_cast<double>(b) - 1.0);
+  const double fa = static_cast<double>(a) * (0x1p-23 + 0x1p-40), fb = static_cast<double>(b) * (0x1p-23 + 0x1p-40);
+  for (int64_t j = 0; j < num_blocks(vocab); ++j) {
+    const double pb = at.p.blocks[j] * (1.0 + 0x1p-40), qb = at.q.blocks[j] * (1.0 + 0x1p-40);
+    // Per value: |a - 1| p + |b - 1| q for the factors, 2^-23 (a p + b q) for rounding
+    // p a, q b and their difference, 2^-24 (p + q) for rounding p - q, and 2^-149 for
+    // products below the normal range (absolute there); then the guessed sum's own.
+    at.guess_err[j] = da * pb + db * qb + fa * pb + fb * qb + (0x1p-24 + 0x1p-40) * (pb + qb) + 0x1p-140 +
+                      kGuessSumBound * at.r_blocks[j];
+  }
+  return true;
+}
+
 // The correction at a token-wise rejection at `at` (masses read, r = max(0, p Q - q P)):
 // Note [Bounded sampling] from the residual's float32 block sums where both rows are float32
 // and the path has the kernel; the canonical residual masses otherwise, or if not certain.
@@ -390,22 +409,9 @@ int64_t draw_correction(const KernelTable& kt, Position& at, double u, int64_t v
     const float a = at.a, b = at.b;
     const auto value = [p, q, a, b](int64_t v) { return residual_value(p[v], q[v], a, b); };
     int64_t index = -1;
-    // The sums of max(0, p - q) from the pass over p and q, with each block's margin for
-    // a and b not being 1 (Note [Bounded sampling]); worth trying only near 1.
-    if (at.guessed && std::fabs(a - 1.0f) < 0x1p-12f && std::fabs(b - 1.0f) < 0x1p-12f) {
-      const double da = std::fabs(static_cast<double>(a) - 1.0), db = std::fabs(static_cast<double>(b) - 1.0);
-      const double fa = static_cast<double>(a) * (0x1p-23 + 0x1p-40), fb = static_cast<double>(b) * (0x1p-23 + 0x1p-40);
-      for (int64_t j = 0; j < num_blocks(vocab); ++j) {
-        const double pb = at.p.blocks[j] * (1.0 + 0x1p-40), qb = at.q.blocks[j] * (1.0 + 0x1p-40);
-        // Per value: |a - 1| p + |b - 1| q for the factors, 2^-23 (a p + b q) for rounding
-        // p a, q b and their difference, 2^-24 (p + q) for rounding p - q, and 2^-149 for
-        // products below the normal range (absolute there); then the guessed sum's own.
-        at.guess_err[j] = da * pb + db * qb + fa * pb + fb * qb + (0x1p-24 + 0x1p-40) * (pb + qb) + 0x1p-140 +
-                          kGuessSumBound * at.r_blocks[j];
-      }
-      if (bounded_sample_index(at.r_blocks.data(), vocab, u, value, &index, nullptr, at.guess_err.data()))
-        return index;
-    }
+    if (guess_margins(at, a, b, vocab) &&
+        bounded_sample_index(at.r_blocks.data(), vocab, u, value, &index, nullptr, at.guess_err.data()))
+      return index;
     kt.residual_block_sums(p, q, a, b, vocab, at.r_blocks.data());
     double total = -1.0;
     if (bounded_sample_index(at.r_blocks.data(), vocab, u, value, &index, &total)) return index;
@@ -596,13 +602,13 @@ struct Children {
 // the float32 forms of half rows, per thread.
 struct TreeScratch {
   std::vector<float> r[2], p, q;
-  std::vector<double> r_blocks[2];
+  std::vector<double> r_blocks[2], sums;
 };
 TreeScratch& tree_scratch(int64_t vocab) {
   thread_local TreeScratch s;
   if (s.p.size() < static_cast<size_t>(vocab)) {
     for (auto* v : {&s.r[0], &s.r[1], &s.p, &s.q}) v->resize(vocab);
-    for (auto& b : s.r_blocks) b.resize(num_blocks(vocab));
+    for (auto* b : {&s.r_blocks[0], &s.r_blocks[1], &s.sums}) b->resize(num_blocks(vocab));
   }
   return s;
 }
@@ -645,22 +651,62 @@ int64_t try_deterministic(const KernelTable& kt, Side& p, int64_t c, const std::
 // Children drawn independently from q (SpecInfer's rule): r = p; a child c is accepted iff
 // u_c * q(c) * mass(r) < r(c) * Q; on rejection r = max(0, r / mass(r) - q / Q), scaled and
 // stored (Note [Residual in float32]). Returns the accepted child, or -1 with the token
-// drawn from the last r in *token.
-int64_t try_independent(const KernelTable& kt, const Side& p, const Side& q, int64_t c,
-                        const std::vector<int64_t>& next, const int64_t* tokens, const double* u, int64_t n,
-                        int64_t vocab, int64_t* token) {
+// drawn from the last r in *token. `at` holds the node's rows p and q with their canonical
+// masses, and in at.r_blocks the guessed residual sums if at.guessed.
+//
+// Note [Tree bounds]: a rejected child's residual r' is summed exactly (residual_store, a
+// float64 pass) only where the next step needs its canonical mass to define something: the
+// factors of the residual after it. Where the next step is the last one at this node, the
+// float32 block sums of r' decide it when that is certain (Note [Bounded sampling]):
+// - the next sibling, with r'(t) > 0 (one value, from r(t) and q(t)): accepted if
+//   u * q(t) * M < r'(t) * Q holds with M an upper bound on the canonical mass of r'
+//   (bounded_mass_upper; rounding is monotone, so the exact comparison holds too, and
+//   r'(t) > 0 makes that mass positive, so the exact rule would not have stopped at r');
+// - no sibling left: the draw from r' by bounded_sample_index, whose answer is sample_index's
+//   on the canonical masses (it answers only if some r'(v) > 0, so the mass is positive).
+// The sums are those guessed during the pass over p and q (r = p, factors near 1) or
+// residual_block_sums' over r and q. A next sibling with r'(t) = 0 is rejected whatever the
+// mass, and one whose acceptance is not certain is decided exactly: both go on to the exact
+// residual. So every answer is the exact rule's, bit for bit; only the time changes.
+int64_t try_independent(const KernelTable& kt, Position& at, int64_t c, const std::vector<int64_t>& next,
+                        const int64_t* tokens, const double* u, int64_t n, int64_t vocab, int64_t* token) {
   TreeScratch& s = tree_scratch(vocab);
-  const float* qf = as_floats(kt, q.row, vocab, s.q.data());
-  const float* r = as_floats(kt, p.row, vocab, s.p.data());
-  const double* r_blocks = p.blocks.data();
-  double r_mass = p.mass;
+  const float* qf = as_floats(kt, at.q.row, vocab, s.q.data());
+  const float* r = as_floats(kt, at.p.row, vocab, s.p.data());
+  const double* r_blocks = at.p.blocks.data();
+  const double q_mass = at.q.mass;
+  double r_mass = at.p.mass;
+  bool guessed = at.guessed;  // at.r_blocks sums max(0, r - q) while r is p
   int slot = 0;  // where the next residual goes: never the buffer holding r
   for (; c >= 0; c = next[c]) {
     const int64_t t = tokens[c];
-    const double rt = r[t], qt = q.at(t);
-    if (u[c] * qt * r_mass < rt * q.mass) return c;
+    const double rt = r[t], qt = qf[t];
+    if (u[c] * qt * r_mass < rt * q_mass) return c;
     float a = 0.0f, b = 0.0f;
-    residual_scales(r_mass, q.mass, &a, &b);
+    residual_scales(r_mass, q_mass, &a, &b);
+    const int64_t c2 = next[c];
+    const float rt2 = c2 >= 0 ? residual_value(r[tokens[c2]], qf[tokens[c2]], a, b) : 0.0f;
+    if (kt.residual_block_sums != nullptr && (c2 < 0 || rt2 > 0.0f)) {
+      const double* sums = s.sums.data();
+      const double* err = nullptr;
+      if (guessed && guess_margins(at, a, b, vocab)) {
+        sums = at.r_blocks.data();
+        err = at.guess_err.data();
+      } else {
+        kt.residual_block_sums(r, qf, a, b, vocab, s.sums.data());
+      }
+      if (c2 >= 0) {
+        double upper = 0.0;
+        if (bounded_mass_upper(sums, vocab, &upper, err) && u[c2] * static_cast<double>(qf[tokens[c2]]) * upper <
+                                                                 static_cast<double>(rt2) * q_mass)
+          return c2;
+      } else {
+        const auto value = [r, qf, a, b](int64_t v) { return residual_value(r[v], qf[v], a, b); };
+        if (bounded_sample_index(sums, vocab, u[n], value, token, nullptr, err)) return -1;
+        ++t_bounded_fallbacks;
+      }
+    }
+    guessed = false;
     double mass = 0.0;
     kt.residual_store(r, qf, a, b, vocab, s.r[slot].data(), s.r_blocks[slot].data(), &mass);
     // Rounding left no mass: the exact residual is negligible next to r, and every later
@@ -680,22 +726,43 @@ Outcome tree_sampled(const KernelTable& kt, const Reader& rows, bool independent
                      const Children& children, int64_t n, const double* u, int64_t vocab, int64_t* path) {
   Position& at = positions(vocab, Reader::kWarped)[0];
   int64_t node = -1, depth = 0;
+  double last_p = 1.0, last_q = 1.0;  // the masses seen last (Note [Mass bounds]'s guess)
   for (;;) {
     const int64_t row = node + 1;
     const int64_t first = children.first[row];
+    if (first < 0) {  // a leaf: the bonus token, from float32 block sums where certain
+      int64_t token = -1;
+      if (rows.bounded_draw(row, u[n], &at.p, &token)) return emitted(depth, token);
+      const Outcome bad = rows.read_target(row, &at.p);
+      if (bad.error != InputError::kNone) return bad;
+      return emitted(depth, draw(at.p, u[n], vocab));
+    }
+    // Note [Mass bounds]: the first child, likely accepted, from float32 sums of the rows.
+    if (independent) {
+      const int64_t t = tokens[first];
+      if (rows.likely_accepted(row, false, t, u[first], last_p, last_q) &&
+          rows.surely_accepted(row, false, t, u[first], &last_p, &last_q)) {
+        path[depth++] = first;
+        node = first;
+        continue;
+      }
+    }
     // The draft row only where children are tried (side by side with the target row, the
     // target's errors first, as accept reads a position).
-    const Outcome bad = first >= 0 && independent ? rows.read_pair(row, &at.p, &at.q) : rows.read_target(row, &at.p);
+    const Outcome bad = independent ? rows.read_pair(row, &at.p, &at.q, at.r_blocks.data(), &at.guessed)
+                                    : rows.read_target(row, &at.p);
     if (bad.error != InputError::kNone) return bad;
-    if (first < 0) return emitted(depth, draw(at.p, u[n], vocab));  // a leaf: the bonus token
+    int64_t token = -1;
+    int64_t child = -1;
     if (independent) {  // the residuals read the whole rows
       at.p.materialize(kt, vocab);
       at.q.materialize(kt, vocab);
+      last_p = at.p.mass;
+      last_q = at.q.mass;
+      child = try_independent(kt, at, first, children.next, tokens, u, n, vocab, &token);
+    } else {
+      child = try_deterministic(kt, at.p, first, children.next, tokens, u, n, vocab, &token);
     }
-    int64_t token = -1;
-    const int64_t child = independent
-                              ? try_independent(kt, at.p, at.q, first, children.next, tokens, u, n, vocab, &token)
-                              : try_deterministic(kt, at.p, first, children.next, tokens, u, n, vocab, &token);
     if (child < 0) return emitted(depth, token);
     path[depth++] = child;
     node = child;
