@@ -198,6 +198,59 @@ struct ProbRows {
     return u * value_at(draft.row(i), t) * last_p < pt * last_q;
   }
 
+  // Note [Tree bounds]: node row i's children (first c, then next[c]) decided from float32
+  // block sums of its rows alone, where certain: the first child accepted, or rejected and
+  // the second accepted. Returns the accepted child, or -1: nothing decided (read the node
+  // exactly; that also reports a malformed row). fp, fq, fr: room for block sums.
+  int64_t bounded_node(int64_t i, int64_t c, const std::vector<int64_t>& next, const int64_t* tokens,
+                       const double* u, double* fp, double* fq, double* fr) const {
+    const RowRef pr = target.row(i), qr = draft.row(i);
+    if (kt.row_block_sums == nullptr || kt.residual_block_sums == nullptr || pr.type != Elem::kF32 ||
+        qr.type != Elem::kF32)
+      return -1;
+    const float* p = static_cast<const float*>(pr.data);
+    const float* q = static_cast<const float*>(qr.data);
+    double p_lo = 0.0, p_hi = 0.0, q_lo = 0.0, q_hi = 0.0;
+    if (!kt.row_block_sums(p, vocab, fp) || !kt.row_block_sums(q, vocab, fq) ||
+        !bounded_mass_range(fp, vocab, &p_lo, &p_hi) || !bounded_mass_range(fq, vocab, &q_lo, &q_hi) ||
+        !(p_lo > 0.0) || !(q_lo > 0.0))
+      return -1;
+    // The exact test is u * q(t) * P < p(t) * Q; rounding is monotone, so bounds on P and Q
+    // that decide it decide the exact one.
+    const int64_t t = tokens[c];
+    const double uq = u[c] * static_cast<double>(q[t]), pt = p[t];
+    if (uq * p_hi < pt * q_lo) return c;
+    const int64_t c2 = next[c];
+    if (c2 < 0 || !(uq * p_lo >= pt * q_hi)) return -1;
+    // Rejected: r = max(0, p * a - q * b) with (a, b) from P and Q (residual_scales). For one
+    // scale s over the whole box, a lies in [a(P_hi), a(P_lo)] and b in [b(Q_hi), b(Q_lo)]
+    // (each a rounded quotient, monotone), and every r(v) between its values at (a_lo, b_hi)
+    // and at (a_hi, b_lo); so r(t2) >= its lower value, and the canonical mass of r is at
+    // most that of the upper values (sums of values >= 0 are monotone in each).
+    float a_lo, a_hi, b_lo, b_hi, unused_a, unused_b;
+    const int s = residual_scales(p_hi, q_lo, &a_lo, &b_hi);
+    if (residual_scales(p_lo, q_hi, &a_hi, &b_lo) != s || residual_scales(p_lo, q_lo, &unused_a, &unused_b) != s ||
+        residual_scales(p_hi, q_hi, &unused_a, &unused_b) != s)
+      return -1;
+    const int64_t t2 = tokens[c2];
+    const float r_lo = residual_value(p[t2], q[t2], a_lo, b_hi);
+    if (!(r_lo > 0.0f)) return -1;
+    kt.residual_block_sums(p, q, a_hi, b_lo, vocab, fr);
+    double m_hi = 0.0;
+    if (bounded_mass_upper(fr, vocab, &m_hi) &&
+        u[c2] * static_cast<double>(q[t2]) * m_hi < static_cast<double>(r_lo) * q_lo)
+      return c2;
+    return -1;
+  }
+  // Whether bounded_node is worth trying: the first child likely accepted (judged by the
+  // masses seen last), or a second child with p(t) > 0 (else it is rejected too, and the
+  // node needs its exact residuals). A guess: it changes the time, never the outcome.
+  bool bounded_node_worth(int64_t i, int64_t c, const std::vector<int64_t>& next, const int64_t* tokens,
+                          const double* u, double last_p, double last_q) const {
+    if (likely_accepted(i, false, tokens[c], u[c], last_p, last_q)) return true;
+    return next[c] >= 0 && value_at(target.row(i), tokens[next[c]]) > 0.0f;
+  }
+
   // Note [Bounded sampling]: a draw from target row i with uniform u from its float32 block
   // sums (into p's block masses, which read_target overwrites), if certain; false means
   // nothing (read the row exactly: that also reports a malformed row).
@@ -331,6 +384,14 @@ struct LogitRows {
     return BoundedStep::kNone;
   }
   bool likely_accepted(int64_t, bool, int64_t, double, double, double) const { return false; }
+  int64_t bounded_node(int64_t, int64_t, const std::vector<int64_t>&, const int64_t*, const double*, double*, double*,
+                       double*) const {
+    return -1;
+  }
+  bool bounded_node_worth(int64_t, int64_t, const std::vector<int64_t>&, const int64_t*, const double*, double,
+                          double) const {
+    return false;
+  }
 };
 
 // A draw from row p (mass > 0) with uniform u.
@@ -737,13 +798,14 @@ Outcome tree_sampled(const KernelTable& kt, const Reader& rows, bool independent
       if (bad.error != InputError::kNone) return bad;
       return emitted(depth, draw(at.p, u[n], vocab));
     }
-    // Note [Mass bounds]: the first child, likely accepted, from float32 sums of the rows.
-    if (independent) {
-      const int64_t t = tokens[first];
-      if (rows.likely_accepted(row, false, t, u[first], last_p, last_q) &&
-          rows.surely_accepted(row, false, t, u[first], &last_p, &last_q)) {
-        path[depth++] = first;
-        node = first;
+    // Note [Tree bounds]: the node decided from float32 block sums of its rows, where certain.
+    if (independent && rows.bounded_node_worth(row, first, children.next, tokens, u, last_p, last_q)) {
+      TreeScratch& s = tree_scratch(vocab);
+      const int64_t child = rows.bounded_node(row, first, children.next, tokens, u, at.p.blocks.data(),
+                                              at.q.blocks.data(), s.sums.data());
+      if (child >= 0) {
+        path[depth++] = child;
+        node = child;
         continue;
       }
     }

@@ -1402,9 +1402,9 @@ void tree_bound_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, 
     }
     std::vector<double> u(n + 1);
     for (double& x : u) x = mode == 0 ? 0.0 : rng.uniform();
-    if (mode == 2 && width >= 2) {
+    if (mode == 2) {
       // The first spine child at its boundary u = r1(t) Q / (q(t) M1), r1 the exact residual
-      // after the siblings before it (scalar, canonical masses).
+      // after the siblings before it (scalar, canonical masses; r1 = p, M1 = P for width 1).
       const float* p = tp.data();
       const float* q = dp.data();
       std::vector<double> blocks(sv::num_blocks(vocab));
@@ -1433,6 +1433,29 @@ void tree_bound_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, 
           ++boundaries;
         }
         for (int64_t s = rng.below(3); s > 0; --s) u[spine[0]] = std::nextafter(u[spine[0]], 0.0);
+      }
+    }
+    if (mode == 2 && width == 2 && rng.below(2) == 0) {
+      // Or the first child at its boundary u = p(t) Q / (q(t) P), its token where p / q is
+      // least (with p(t) > 0), and the second child at the row's largest value.
+      float* p = tp.data();
+      const float* q = dp.data();
+      std::vector<double> blocks(sv::num_blocks(vocab));
+      double P = 0, Q = 0;
+      exact.row_mass(p, vocab, blocks.data(), &P);
+      exact.row_mass(q, vocab, blocks.data(), &Q);
+      int64_t t = -1;
+      for (int64_t v = 0; v < vocab; ++v)
+        if (p[v] > 0.0f && q[v] > 0.0f && (t < 0 || p[v] * q[t] < p[t] * q[v])) t = v;
+      if (t >= 0) {
+        tokens[0] = t;
+        tokens[1] = std::max_element(p, p + vocab) - p;
+        const double bound = static_cast<double>(p[t]) * Q / (static_cast<double>(q[t]) * P);
+        if (bound < 1.0) {
+          u[0] = std::nextafter(bound, rng.below(2) ? 0.0 : 1.0);
+          u[1] = rng.uniform();
+          ++boundaries;
+        }
       }
     }
     const sv::Rows t_rows{tp.data(), vocab}, d_rows{dp.data(), vocab};
@@ -1464,7 +1487,7 @@ void tree_bound_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, 
   }
   if (count >= 50) {
     check(saved > 0, "bounded tree decisions answered (" + std::to_string(saved) + " residual passes saved)");
-    check(boundaries > count / 8, "tree acceptances at the boundary tried (" + std::to_string(boundaries) + ")");
+    check(boundaries > count / 16, "tree acceptances at the boundary tried (" + std::to_string(boundaries) + ")");
   }
 }
 
