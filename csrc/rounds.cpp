@@ -159,6 +159,17 @@ double mass_bound_width(int64_t n) {
   return g < 0.25 ? 2.0 * g / (1.0 - g) + 0x1p-28 : 0.0;
 }
 
+// Note [Tree bounds]: an upper bound on the canonical mass of r(v) = max(0, x(v) * a - q(v) * b)
+// over n values whose canonical mass is at most x_mass, without reading them: each r(v) is at
+// most the float x(v) * a (subtracting q(v) * b >= 0 and clamping never raise it), which is
+// within 2^-24 of the exact product (or 2^-149 below the normal range), and a canonical sum
+// of n values >= 0 is within n 2^-53 of exact (x_mass's and r's alike): 2^-20 + n 2^-50
+// covers them, and this bound's own roundings, with room.
+double residual_mass_ceiling(float a, double x_mass, int64_t n) {
+  const double nd = static_cast<double>(n);
+  return static_cast<double>(a) * x_mass * (1.0 + 0x1p-20 + nd * 0x1p-50) + nd * 0x1p-149;
+}
+
 // What a float32 pass decided at a one-hot position (ProbRows::bounded_one_hot).
 enum class BoundedStep { kNone, kUnknown, kAccepted, kRejected };
 
@@ -235,11 +246,11 @@ struct ProbRows {
     const int64_t t2 = tokens[c2];
     const float r_lo = residual_value(p[t2], q[t2], a_lo, b_hi);
     if (!(r_lo > 0.0f)) return -1;
+    const double uq2 = u[c2] * static_cast<double>(q[t2]), rq = static_cast<double>(r_lo) * q_lo;
+    if (uq2 * residual_mass_ceiling(a_hi, p_hi, vocab) < rq) return c2;  // no pass needed
     kt.residual_block_sums(p, q, a_hi, b_lo, vocab, fr);
     double m_hi = 0.0;
-    if (bounded_mass_upper(fr, vocab, &m_hi) &&
-        u[c2] * static_cast<double>(q[t2]) * m_hi < static_cast<double>(r_lo) * q_lo)
-      return c2;
+    if (bounded_mass_upper(fr, vocab, &m_hi) && uq2 * m_hi < rq) return c2;
     return -1;
   }
   // Whether bounded_node is worth trying: the first child likely accepted (judged by the
@@ -747,6 +758,11 @@ int64_t try_independent(const KernelTable& kt, Position& at, int64_t c, const st
     residual_scales(r_mass, q_mass, &a, &b);
     const int64_t c2 = next[c];
     const float rt2 = c2 >= 0 ? residual_value(r[tokens[c2]], qf[tokens[c2]], a, b) : 0.0f;
+    // Accepted even if r' kept all of r's mass (residual_mass_ceiling): no pass at all.
+    if (c2 >= 0 && rt2 > 0.0f && kt.residual_block_sums != nullptr &&
+        u[c2] * static_cast<double>(qf[tokens[c2]]) * residual_mass_ceiling(a, r_mass, vocab) <
+            static_cast<double>(rt2) * q_mass)
+      return c2;
     if (kt.residual_block_sums != nullptr && (c2 < 0 || rt2 > 0.0f)) {
       const double* sums = s.sums.data();
       const double* err = nullptr;
@@ -811,7 +827,11 @@ Outcome tree_sampled(const KernelTable& kt, const Reader& rows, bool independent
     }
     // The draft row only where children are tried (side by side with the target row, the
     // target's errors first, as accept reads a position).
-    const Outcome bad = independent ? rows.read_pair(row, &at.p, &at.q, at.r_blocks.data(), &at.guessed)
+    // The guessed residual sums (row_mass_pair_guess) only where the masses seen last were near
+    // 1: elsewhere the residual's factors are far from 1 and the guess is never used.
+    const bool near_one = std::fabs(last_p - 1.0) < 0x1p-12 && std::fabs(last_q - 1.0) < 0x1p-12;
+    const Outcome bad = independent ? rows.read_pair(row, &at.p, &at.q, near_one ? at.r_blocks.data() : nullptr,
+                                                     &at.guessed)
                                     : rows.read_target(row, &at.p);
     if (bad.error != InputError::kNone) return bad;
     int64_t token = -1;

@@ -1378,6 +1378,12 @@ void tree_bound_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, 
     for (int64_t i = 0; i <= n; ++i) {
       for (auto* rows : {&tp, &dp}) {
         std::vector<float> v = make_row(rng, vocab, fills[rng.below(4)]);
+        // A draft row nearly disjoint from the target's at times: the residual then keeps
+        // nearly all of p's mass (residual_mass_ceiling's case).
+        if (rows == &dp && rng.below(4) == 0) {
+          std::fill(v.begin(), v.end(), 0.0f);
+          for (int k = 0; k < 3; ++k) v[rng.below(vocab)] = 0.01f;
+        }
         v[rng.below(vocab)] = 0.5f;
         if (normalised) {
           double sum = 0.0;
