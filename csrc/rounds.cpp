@@ -210,9 +210,9 @@ struct ProbRows {
   }
 
   // Note [Tree bounds]: node row i's children (first c, then next[c]) decided from float32
-  // block sums of its rows alone, where certain: the first child accepted, or rejected and
-  // the second accepted. Returns the accepted child, or -1: nothing decided (read the node
-  // exactly; that also reports a malformed row). fp, fq, fr: room for block sums.
+  // block sums of its rows alone, where certain. Returns the accepted child, or -1: nothing
+  // decided (read the node exactly; that also reports a malformed row). fp, fq, fr: room
+  // for block sums.
   int64_t bounded_node(int64_t i, int64_t c, const std::vector<int64_t>& next, const int64_t* tokens,
                        const double* u, double* fp, double* fq, double* fr) const {
     const RowRef pr = target.row(i), qr = draft.row(i);
@@ -223,43 +223,64 @@ struct ProbRows {
     const float* q = static_cast<const float*>(qr.data);
     double p_lo = 0.0, p_hi = 0.0, q_lo = 0.0, q_hi = 0.0;
     if (!kt.row_block_sums(p, vocab, fp) || !kt.row_block_sums(q, vocab, fq) ||
-        !bounded_mass_range(fp, vocab, &p_lo, &p_hi) || !bounded_mass_range(fq, vocab, &q_lo, &q_hi) ||
-        !(p_lo > 0.0) || !(q_lo > 0.0))
+        !bounded_mass_range(fp, vocab, &p_lo, &p_hi) || !bounded_mass_range(fq, vocab, &q_lo, &q_hi))
       return -1;
+    // Masses in [2^-120, 2^120] keep residual_scales' power of two at s = 0: a = 1 / P and
+    // b = 1 / Q, each rounded to float32 (through float64) once.
+    constexpr double kLow = 0x1p-120, kHigh = 0x1p120;
+    if (!(p_lo >= kLow) || !(p_hi <= kHigh) || !(q_lo >= kLow) || !(q_hi <= kHigh)) return -1;
     // The exact test is u * q(t) * P < p(t) * Q; rounding is monotone, so bounds on P and Q
     // that decide it decide the exact one.
     const int64_t t = tokens[c];
     const double uq = u[c] * static_cast<double>(q[t]), pt = p[t];
     if (uq * p_hi < pt * q_lo) return c;
-    const int64_t c2 = next[c];
-    if (c2 < 0 || !(uq * p_lo >= pt * q_hi)) return -1;
-    // Rejected: r = max(0, p * a - q * b) with (a, b) from P and Q (residual_scales). For one
-    // scale s over the whole box, a lies in [a(P_hi), a(P_lo)] and b in [b(Q_hi), b(Q_lo)]
-    // (each a rounded quotient, monotone), and every r(v) between its values at (a_lo, b_hi)
-    // and at (a_hi, b_lo); so r(t2) >= its lower value, and the canonical mass of r is at
-    // most that of the upper values (sums of values >= 0 are monotone in each).
-    float a_lo, a_hi, b_lo, b_hi, unused_a, unused_b;
-    const int s = residual_scales(p_hi, q_lo, &a_lo, &b_hi);
-    if (residual_scales(p_lo, q_hi, &a_hi, &b_lo) != s || residual_scales(p_lo, q_lo, &unused_a, &unused_b) != s ||
-        residual_scales(p_hi, q_hi, &unused_a, &unused_b) != s)
+    if (!(uq * p_lo >= pt * q_hi)) return -1;
+    // Rejected. The j-th residual is r_j = max(0, r_{j-1} * a_j - q * b), r_0 = p, with
+    // a_1 = 1 / P, a_j = 1 / M_{j-1} (M the canonical masses), b = 1 / Q. Each factor is a
+    // rounded quotient, monotone in the mass, and r_j(v) is monotone in r_{j-1}(v), a_j and
+    // b; so lower values of the factors give a lower value of r_j(t) (chained), and:
+    // - a_j * M_{j-1} <= 1 + 2^-22 for every j, so M_j <= ceiling (residual_mass_ceiling);
+    //   hence a_j >= 1 / ceiling for j >= 2, and the next child's test holds with M_j at most
+    //   the ceiling (or, for j = 1, the block sums of r_1 at the factors' upper corner);
+    // - a child whose token p gives 0 has r_j(t) = 0 at every level: rejected whatever the
+    //   masses (u * q(t) * M < 0 never holds);
+    // - M_j >= r_j(t) for the child accepted, so its chained lower values >= 2^-120 keep every
+    //   M_j in range (s = 0) and positive (the exact rule does not stop at an empty residual).
+    // Any other rejection needs the exact masses: nothing decided.
+    const float a1_lo = static_cast<float>(1.0 / p_hi), a1_hi = static_cast<float>(1.0 / p_lo);
+    const float b_lo = static_cast<float>(1.0 / q_hi), b_hi = static_cast<float>(1.0 / q_lo);
+    const double ceiling = residual_mass_ceiling(1.0f, 1.0 + 0x1p-22, vocab);
+    const float a_lo = static_cast<float>(1.0 / ceiling);
+    int64_t j = 1;  // residuals made before child cj
+    for (int64_t cj = next[c]; cj >= 0; cj = next[cj], ++j) {
+      const int64_t tj = tokens[cj];
+      if (p[tj] == 0.0f) continue;  // rejected at any level
+      float x = p[tj];
+      bool in_range = true;
+      for (int64_t k = 1; k <= j; ++k) {
+        x = residual_value(x, q[tj], k == 1 ? a1_lo : a_lo, b_hi);
+        in_range &= x >= static_cast<float>(kLow);
+      }
+      if (!in_range) return -1;
+      const double uqj = u[cj] * static_cast<double>(q[tj]), rq = static_cast<double>(x) * q_lo;
+      if (uqj * ceiling < rq) return cj;  // no pass needed
+      if (j > 1) return -1;
+      kt.residual_block_sums(p, q, a1_hi, b_lo, vocab, fr);
+      double m_hi = 0.0;
+      if (bounded_mass_upper(fr, vocab, &m_hi) && uqj * m_hi < rq) return cj;
       return -1;
-    const int64_t t2 = tokens[c2];
-    const float r_lo = residual_value(p[t2], q[t2], a_lo, b_hi);
-    if (!(r_lo > 0.0f)) return -1;
-    const double uq2 = u[c2] * static_cast<double>(q[t2]), rq = static_cast<double>(r_lo) * q_lo;
-    if (uq2 * residual_mass_ceiling(a_hi, p_hi, vocab) < rq) return c2;  // no pass needed
-    kt.residual_block_sums(p, q, a_hi, b_lo, vocab, fr);
-    double m_hi = 0.0;
-    if (bounded_mass_upper(fr, vocab, &m_hi) && uq2 * m_hi < rq) return c2;
-    return -1;
+    }
+    return -1;  // every child rejected: the draw needs the exact residual
   }
   // Whether bounded_node is worth trying: the first child likely accepted (judged by the
-  // masses seen last), or a second child with p(t) > 0 (else it is rejected too, and the
+  // masses seen last), or a later one with p(t) > 0 (else they are all rejected, and the
   // node needs its exact residuals). A guess: it changes the time, never the outcome.
   bool bounded_node_worth(int64_t i, int64_t c, const std::vector<int64_t>& next, const int64_t* tokens,
                           const double* u, double last_p, double last_q) const {
     if (likely_accepted(i, false, tokens[c], u[c], last_p, last_q)) return true;
-    return next[c] >= 0 && value_at(target.row(i), tokens[next[c]]) > 0.0f;
+    for (int64_t cj = next[c]; cj >= 0; cj = next[cj])
+      if (value_at(target.row(i), tokens[cj]) > 0.0f) return true;
+    return false;
   }
 
   // Note [Bounded sampling]: a draw from target row i with uniform u from its float32 block
