@@ -209,8 +209,8 @@ struct ProbRows {
     return u * value_at(draft.row(i), t) * last_p < pt * last_q;
   }
 
-  // Note [Tree bounds]: node row i's children (first c, then next[c]) decided from float32
-  // block sums of its rows alone, where certain. Returns the accepted child, or -1: nothing
+  // Note [Tree bounds] (spec_verify.h): node row i's children (first c, then next[c]) decided
+  // from float32 block sums of its rows alone, where certain. Returns the accepted child, or -1: nothing
   // decided (read the node exactly; that also reports a malformed row). fp, fq, fr: room
   // for block sums.
   int64_t bounded_node(int64_t i, int64_t c, const std::vector<int64_t>& next, const int64_t* tokens,
@@ -747,20 +747,20 @@ int64_t try_deterministic(const KernelTable& kt, Side& p, int64_t c, const std::
 // drawn from the last r in *token. `at` holds the node's rows p and q with their canonical
 // masses, and in at.r_blocks the guessed residual sums if at.guessed.
 //
-// Note [Tree bounds]: a rejected child's residual r' is summed exactly (residual_store, a
-// float64 pass) only where the next step needs its canonical mass to define something: the
-// factors of the residual after it. Where the next step is the last one at this node, the
-// float32 block sums of r' decide it when that is certain (Note [Bounded sampling]):
+// Note [Tree bounds] (spec_verify.h): a rejected child's residual r' is summed exactly
+// (residual_store, a float64 pass) only where the next step needs its canonical mass to
+// define the residual after it. Where the next step is the last one at this node, bounds
+// decide it when certain:
 // - the next sibling, with r'(t) > 0 (one value, from r(t) and q(t)): accepted if
-//   u * q(t) * M < r'(t) * Q holds with M an upper bound on the canonical mass of r'
-//   (bounded_mass_upper; rounding is monotone, so the exact comparison holds too, and
-//   r'(t) > 0 makes that mass positive, so the exact rule would not have stopped at r');
+//   u * q(t) * M < r'(t) * Q holds with M an upper bound on the canonical mass of r' (the
+//   ceiling a * mass(r) without a pass, else bounded_mass_upper of its block sums); r'(t) >
+//   0 makes that mass positive, so the exact rule would not have stopped at r';
 // - no sibling left: the draw from r' by bounded_sample_index, whose answer is sample_index's
 //   on the canonical masses (it answers only if some r'(v) > 0, so the mass is positive).
 // The sums are those guessed during the pass over p and q (r = p, factors near 1) or
 // residual_block_sums' over r and q. A next sibling with r'(t) = 0 is rejected whatever the
 // mass, and one whose acceptance is not certain is decided exactly: both go on to the exact
-// residual. So every answer is the exact rule's, bit for bit; only the time changes.
+// residual.
 int64_t try_independent(const KernelTable& kt, Position& at, int64_t c, const std::vector<int64_t>& next,
                         const int64_t* tokens, const double* u, int64_t n, int64_t vocab, int64_t* token) {
   TreeScratch& s = tree_scratch(vocab);

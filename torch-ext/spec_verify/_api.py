@@ -625,15 +625,18 @@ _TREE_DOC = """
 
 
 def _tree_args(op: str, target, tokens, parents, draft, names):
-    vocab = _vocab(target)
-    tokens = tokens if (type(tokens) is _Tensor and tokens.is_cpu and tokens.dtype is not _uint64) else \
-        _token_tensor(tokens, f"spec_verify.{op}: tokens", vocab)
-    parents = parents if (type(parents) is _Tensor and parents.is_cpu and parents.dtype is not _uint64) else \
-        _token_tensor(parents, f"spec_verify.{op}: parents")
-    cpu = {names[0]: target}
-    if draft is not None:
-        cpu[names[1]] = draft
-    _check_on_cpu(op, **cpu)
+    # The common case (tensors on the CPU) tested inline: a call with good arguments pays a
+    # few attribute reads here.
+    if not (type(tokens) is _Tensor and tokens.is_cpu and tokens.dtype is not _uint64):
+        tokens = _token_tensor(tokens, f"spec_verify.{op}: tokens", _vocab(target))
+    if not (type(parents) is _Tensor and parents.is_cpu and parents.dtype is not _uint64):
+        parents = _token_tensor(parents, f"spec_verify.{op}: parents")
+    if not (type(target) is _Tensor and target.is_cpu and
+            (draft is None or (type(draft) is _Tensor and draft.is_cpu))):
+        cpu = {names[0]: target}
+        if draft is not None:
+            cpu[names[1]] = draft
+        _check_on_cpu(op, **cpu)
     return tokens, parents
 
 
@@ -689,7 +692,8 @@ def verify_tree_with_uniforms(
                                                     top_p, min_p)
     tokens, parents = _tree_args("verify_tree_with_uniforms", target_logits, tokens, parents, draft_logits,
                                  ("target_logits", "draft_logits"))
-    _check_on_cpu("verify_tree_with_uniforms", uniforms=uniforms)
+    if not (type(uniforms) is _Tensor and uniforms.is_cpu):
+        _check_on_cpu("verify_tree_with_uniforms", uniforms=uniforms)
     return _verify_tree_with_uniforms(target_logits, tokens, parents, draft_logits, uniforms, temperature, top_k,
                                       top_p, min_p)
 
@@ -740,7 +744,8 @@ def verify_tree_probs_with_uniforms(
                         f"{type(greedy).__name__}")
     tokens, parents = _tree_args("verify_tree_probs_with_uniforms", target_probs, tokens, parents, draft_probs,
                                  ("target_probs", "draft_probs"))
-    _check_on_cpu("verify_tree_probs_with_uniforms", uniforms=uniforms)
+    if not (type(uniforms) is _Tensor and uniforms.is_cpu):
+        _check_on_cpu("verify_tree_probs_with_uniforms", uniforms=uniforms)
     return _verify_tree_probs_with_uniforms(target_probs, tokens, parents, draft_probs, uniforms, greedy)
 
 
