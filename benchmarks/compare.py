@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import json
 import math
 import os
@@ -489,14 +490,17 @@ def tree_shape(n_nodes: int, width: int, depth: int):
 
 
 def tree_cases(sv, v: int, seed: int):
-    """verify_tree_probs_with_uniforms on probability rows with draft rows, all uniforms 0
-    (accept iff r(t) > 0), built so that at every spine level the siblings before the spine
-    child hold tokens the target gives probability 0 (each rejected, one residual pass each)
-    and the spine child is accepted: width * depth children tried, depth + 1 nodes expanded.
-    The floor: one torch.sum over the 2 * depth + 1 rows read (target and draft of each
-    expanded node, the leaf's target). The reference: the same rules in PyTorch."""
+    """verify_tree_probs_with_uniforms on probability rows with draft rows, built so that at
+    every spine level the siblings before the spine child are rejected and the spine child
+    is accepted: width * depth children tried, depth + 1 nodes expanded. Two kinds of
+    rejected sibling: a token the target gives probability 0 (all uniforms 0: accept iff
+    r(t) > 0; such a child is rejected at any level whatever the masses), and a token the
+    target keeps (p(t) > 0) that the draft proposes ten times its largest value, rejected by
+    uniforms of 0.5 (each rejection then needs the exact residual). The floor: one
+    torch.sum over the 2 * depth + 1 rows read (target and draft of each expanded node, the
+    leaf's target). The reference: the same rules in PyTorch."""
     cases = []
-    for n_nodes, width, depth in ((8, 2, 4), (32, 4, 4)):
+    for (n_nodes, width, depth), kept in itertools.product(((8, 2, 4), (32, 4, 4)), (False, True)):
         parents, spine = tree_shape(n_nodes, width, depth)
         g = torch.Generator().manual_seed(seed)
         mem = torch.empty(2 * (n_nodes + 1), v)
@@ -508,12 +512,15 @@ def tree_cases(sv, v: int, seed: int):
         for level in range(depth):
             kids = [j for j, p in enumerate(parents) if p == node]
             for c in kids[:-1]:
-                target[node + 1, tokens[c]] = 0.0  # rejected
+                if kept:
+                    draft[node + 1, tokens[c]] = draft[node + 1].max() * 10  # rejected with u = 0.5
+                else:
+                    target[node + 1, tokens[c]] = 0.0  # rejected
             # The spine child keeps residual mass through every rejection before it.
             target[node + 1, tokens[kids[-1]]] = target[node + 1].max()
             draft[node + 1, tokens[kids[-1]]] *= 1e-3
             node = spine[level]
-        u = torch.zeros(n_nodes + 1, dtype=torch.float64)
+        u = torch.full((n_nodes + 1,), 0.5 if kept else 0.0, dtype=torch.float64)
         path, _ = sv.verify_tree_probs_with_uniforms(target, tokens, parents, draft, u)
         if path.tolist() != spine:
             raise RuntimeError(f"tree case: path {path.tolist()}, built for {spine}")
@@ -526,7 +533,8 @@ def tree_cases(sv, v: int, seed: int):
         cols = {"ours": Column("ours", sv.verify_tree_probs_with_uniforms, [(target, tokens, parents, draft, u)]),
                 "ref": Column("ref", torch_reference.verify_tree, [(target, tokens, parents, draft, u)]),
                 "floor": Column("floor", torch.sum, [(floor_rows,)])}
-        cases.append(Case("tree", v, depth, f"{n_nodes} nodes, width {width}", 2 * depth + 1, cols,
+        label = f"{n_nodes} nodes, width {width}, rejected {'p(t) > 0' if kept else 'p(t) = 0'}"
+        cases.append(Case("tree", v, depth, label, 2 * depth + 1, cols,
                           {"nodes": n_nodes, "width": width, "tried": width * depth}))
     return cases
 

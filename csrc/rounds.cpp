@@ -160,6 +160,17 @@ double mass_bound_width(int64_t n) {
   return g < 0.25 ? 2.0 * g / (1.0 - g) + 0x1p-28 : 0.0;
 }
 
+// Note [Tree bounds]: an upper bound on the canonical mass of r(v) = max(0, x(v) * a - q(v) * b)
+// over n values whose canonical mass is at most x_mass, without reading them: each r(v) is at
+// most the float x(v) * a (subtracting q(v) * b >= 0 and clamping never raise it), which is
+// within 2^-24 of the exact product (or 2^-149 below the normal range), and a canonical sum
+// of n values >= 0 is within n 2^-53 of exact (x_mass's and r's alike): 2^-20 + n 2^-50
+// covers them, and this bound's own roundings, with room.
+double residual_mass_ceiling(float a, double x_mass, int64_t n) {
+  const double nd = static_cast<double>(n);
+  return static_cast<double>(a) * x_mass * (1.0 + 0x1p-20 + nd * 0x1p-50) + nd * 0x1p-149;
+}
+
 // What a float32 pass decided at a one-hot position (ProbRows::bounded_one_hot).
 enum class BoundedStep { kNone, kUnknown, kAccepted, kRejected };
 
@@ -197,6 +208,80 @@ struct ProbRows {
     const double pt = value_at(target.row(i), t);
     if (one_hot) return u * last_p < pt;
     return u * value_at(draft.row(i), t) * last_p < pt * last_q;
+  }
+
+  // Note [Tree bounds] (spec_verify.h): node row i's children (first c, then next[c]) decided
+  // from float32 block sums of its rows alone, where certain. Returns the accepted child, or -1: nothing
+  // decided (read the node exactly; that also reports a malformed row). fp, fq, fr: room
+  // for block sums.
+  int64_t bounded_node(int64_t i, int64_t c, const std::vector<int64_t>& next, const int64_t* tokens,
+                       const double* u, double* fp, double* fq, double* fr) const {
+    const RowRef pr = target.row(i), qr = draft.row(i);
+    if (kt.row_block_sums == nullptr || kt.residual_block_sums == nullptr || pr.type != Elem::kF32 ||
+        qr.type != Elem::kF32)
+      return -1;
+    const float* p = static_cast<const float*>(pr.data);
+    const float* q = static_cast<const float*>(qr.data);
+    double p_lo = 0.0, p_hi = 0.0, q_lo = 0.0, q_hi = 0.0;
+    if (!kt.row_block_sums(p, vocab, fp) || !kt.row_block_sums(q, vocab, fq) ||
+        !bounded_mass_range(fp, vocab, &p_lo, &p_hi) || !bounded_mass_range(fq, vocab, &q_lo, &q_hi))
+      return -1;
+    // Masses in [2^-120, 2^120] keep residual_scales' power of two at s = 0: a = 1 / P and
+    // b = 1 / Q, each rounded to float32 (through float64) once.
+    constexpr double kLow = 0x1p-120, kHigh = 0x1p120;
+    if (!(p_lo >= kLow) || !(p_hi <= kHigh) || !(q_lo >= kLow) || !(q_hi <= kHigh)) return -1;
+    // The exact test is u * q(t) * P < p(t) * Q; rounding is monotone, so bounds on P and Q
+    // that decide it decide the exact one.
+    const int64_t t = tokens[c];
+    const double uq = u[c] * static_cast<double>(q[t]), pt = p[t];
+    if (uq * p_hi < pt * q_lo) return c;
+    if (!(uq * p_lo >= pt * q_hi)) return -1;
+    // Rejected. The j-th residual is r_j = max(0, r_{j-1} * a_j - q * b), r_0 = p, with
+    // a_1 = 1 / P, a_j = 1 / M_{j-1} (M the canonical masses), b = 1 / Q. Each factor is a
+    // rounded quotient, monotone in the mass, and r_j(v) is monotone in r_{j-1}(v), a_j and
+    // b; so lower values of the factors give a lower value of r_j(t) (chained), and:
+    // - a_j * M_{j-1} <= 1 + 2^-22 for every j, so M_j <= ceiling (residual_mass_ceiling);
+    //   hence a_j >= 1 / ceiling for j >= 2, and the next child's test holds with M_j at most
+    //   the ceiling (or, for j = 1, the block sums of r_1 at the factors' upper corner);
+    // - a child whose token p gives 0 has r_j(t) = 0 at every level: rejected whatever the
+    //   masses (u * q(t) * M < 0 never holds);
+    // - M_j >= r_j(t) for the child accepted, so its chained lower values >= 2^-120 keep every
+    //   M_j in range (s = 0) and positive (the exact rule does not stop at an empty residual).
+    // Any other rejection needs the exact masses: nothing decided.
+    const float a1_lo = static_cast<float>(1.0 / p_hi), a1_hi = static_cast<float>(1.0 / p_lo);
+    const float b_lo = static_cast<float>(1.0 / q_hi), b_hi = static_cast<float>(1.0 / q_lo);
+    const double ceiling = residual_mass_ceiling(1.0f, 1.0 + 0x1p-22, vocab);
+    const float a_lo = static_cast<float>(1.0 / ceiling);
+    int64_t j = 1;  // residuals made before child cj
+    for (int64_t cj = next[c]; cj >= 0; cj = next[cj], ++j) {
+      const int64_t tj = tokens[cj];
+      if (p[tj] == 0.0f) continue;  // rejected at any level
+      float x = p[tj];
+      bool in_range = true;
+      for (int64_t k = 1; k <= j; ++k) {
+        x = residual_value(x, q[tj], k == 1 ? a1_lo : a_lo, b_hi);
+        in_range &= x >= static_cast<float>(kLow);
+      }
+      if (!in_range) return -1;
+      const double uqj = u[cj] * static_cast<double>(q[tj]), rq = static_cast<double>(x) * q_lo;
+      if (uqj * ceiling < rq) return cj;  // no pass needed
+      if (j > 1) return -1;
+      kt.residual_block_sums(p, q, a1_hi, b_lo, vocab, fr);
+      double m_hi = 0.0;
+      if (bounded_mass_upper(fr, vocab, &m_hi) && uqj * m_hi < rq) return cj;
+      return -1;
+    }
+    return -1;  // every child rejected: the draw needs the exact residual
+  }
+  // Whether bounded_node is worth trying: the first child likely accepted (judged by the
+  // masses seen last), or a later one with p(t) > 0 (else they are all rejected, and the
+  // node needs its exact residuals). A guess: it changes the time, never the outcome.
+  bool bounded_node_worth(int64_t i, int64_t c, const std::vector<int64_t>& next, const int64_t* tokens,
+                          const double* u, double last_p, double last_q) const {
+    if (likely_accepted(i, false, tokens[c], u[c], last_p, last_q)) return true;
+    for (int64_t cj = next[c]; cj >= 0; cj = next[cj])
+      if (value_at(target.row(i), tokens[cj]) > 0.0f) return true;
+    return false;
   }
 
   // Note [Bounded sampling]: a draw from target row i with uniform u from its float32 block
@@ -436,6 +521,14 @@ struct LogitRows {
   // Without a cheap look at the masses, every position tries the bounds first (a rejection
   // then pays for them on top of the exact warp: at most once a round).
   bool likely_accepted(int64_t i, bool one_hot, int64_t, double, double, double) const { return bounded(i, one_hot); }
+  int64_t bounded_node(int64_t, int64_t, const std::vector<int64_t>&, const int64_t*, const double*, double*, double*,
+                       double*) const {
+    return -1;
+  }
+  bool bounded_node_worth(int64_t, int64_t, const std::vector<int64_t>&, const int64_t*, const double*, double,
+                          double) const {
+    return false;
+  }
 };
 
 // A draw from row p (mass > 0) with uniform u.
@@ -480,6 +573,25 @@ int64_t draw_residual(const Position& at, double u, int64_t vocab) {
                       [&at, a, b](int64_t v) { return residual_value(at.p.at(v), at.q.at(v), a, b); });
 }
 
+// The sums of max(0, p - q) from the pass over p and q (row_mass_pair_guess, in at.r_blocks)
+// as block sums of the residual with factors a and b: each block's margin for a and b not
+// being 1 into at.guess_err (Note [Bounded sampling]). False (nothing set) if there are no
+// such sums or the factors are not near 1, where the margins would decide nothing.
+bool guess_margins(Position& at, float a, float b, int64_t vocab) {
+  if (!at.guessed || !(std::fabs(a - 1.0f) < 0x1p-12f) || !(std::fabs(b - 1.0f) < 0x1p-12f)) return false;
+  const double da = std::fabs(static_cast<double>(a) - 1.0), db = std::fabs(static_cast<double>(b) - 1.0);
+  const double fa = static_cast<double>(a) * (0x1p-23 + 0x1p-40), fb = static_cast<double>(b) * (0x1p-23 + 0x1p-40);
+  for (int64_t j = 0; j < num_blocks(vocab); ++j) {
+    const double pb = at.p.blocks[j] * (1.0 + 0x1p-40), qb = at.q.blocks[j] * (1.0 + 0x1p-40);
+    // Per value: |a - 1| p + |b - 1| q for the factors, 2^-23 (a p + b q) for rounding
+    // p a, q b and their difference, 2^-24 (p + q) for rounding p - q, and 2^-149 for
+    // products below the normal range (absolute there); then the guessed sum's own.
+    at.guess_err[j] = da * pb + db * qb + fa * pb + fb * qb + (0x1p-24 + 0x1p-40) * (pb + qb) + 0x1p-140 +
+                      kGuessSumBound * at.r_blocks[j];
+  }
+  return true;
+}
+
 // The correction at a token-wise rejection at `at` (masses read, r = max(0, p Q - q P)):
 // Note [Bounded sampling] from the residual's float32 block sums where both rows are float32
 // and the path has the kernel; the canonical residual masses otherwise, or if not certain.
@@ -495,22 +607,9 @@ int64_t draw_correction(const KernelTable& kt, Position& at, double u, int64_t v
     const float a = at.a, b = at.b;
     const auto value = [p, q, a, b](int64_t v) { return residual_value(p[v], q[v], a, b); };
     int64_t index = -1;
-    // The sums of max(0, p - q) from the pass over p and q, with each block's margin for
-    // a and b not being 1 (Note [Bounded sampling]); worth trying only near 1.
-    if (at.guessed && std::fabs(a - 1.0f) < 0x1p-12f && std::fabs(b - 1.0f) < 0x1p-12f) {
-      const double da = std::fabs(static_cast<double>(a) - 1.0), db = std::fabs(static_cast<double>(b) - 1.0);
-      const double fa = static_cast<double>(a) * (0x1p-23 + 0x1p-40), fb = static_cast<double>(b) * (0x1p-23 + 0x1p-40);
-      for (int64_t j = 0; j < num_blocks(vocab); ++j) {
-        const double pb = at.p.blocks[j] * (1.0 + 0x1p-40), qb = at.q.blocks[j] * (1.0 + 0x1p-40);
-        // Per value: |a - 1| p + |b - 1| q for the factors, 2^-23 (a p + b q) for rounding
-        // p a, q b and their difference, 2^-24 (p + q) for rounding p - q, and 2^-149 for
-        // products below the normal range (absolute there); then the guessed sum's own.
-        at.guess_err[j] = da * pb + db * qb + fa * pb + fb * qb + (0x1p-24 + 0x1p-40) * (pb + qb) + 0x1p-140 +
-                          kGuessSumBound * at.r_blocks[j];
-      }
-      if (bounded_sample_index(at.r_blocks.data(), vocab, u, value, &index, nullptr, at.guess_err.data()))
-        return index;
-    }
+    if (guess_margins(at, a, b, vocab) &&
+        bounded_sample_index(at.r_blocks.data(), vocab, u, value, &index, nullptr, at.guess_err.data()))
+      return index;
     kt.residual_block_sums(p, q, a, b, vocab, at.r_blocks.data());
     double total = -1.0;
     if (bounded_sample_index(at.r_blocks.data(), vocab, u, value, &index, &total)) return index;
@@ -705,13 +804,13 @@ struct Children {
 // the float32 forms of half rows, per thread.
 struct TreeScratch {
   std::vector<float> r[2], p, q;
-  std::vector<double> r_blocks[2];
+  std::vector<double> r_blocks[2], sums;
 };
 TreeScratch& tree_scratch(int64_t vocab) {
   thread_local TreeScratch s;
   if (s.p.size() < static_cast<size_t>(vocab)) {
     for (auto* v : {&s.r[0], &s.r[1], &s.p, &s.q}) v->resize(vocab);
-    for (auto& b : s.r_blocks) b.resize(num_blocks(vocab));
+    for (auto* b : {&s.r_blocks[0], &s.r_blocks[1], &s.sums}) b->resize(num_blocks(vocab));
   }
   return s;
 }
@@ -754,22 +853,67 @@ int64_t try_deterministic(const KernelTable& kt, Side& p, int64_t c, const std::
 // Children drawn independently from q (SpecInfer's rule): r = p; a child c is accepted iff
 // u_c * q(c) * mass(r) < r(c) * Q; on rejection r = max(0, r / mass(r) - q / Q), scaled and
 // stored (Note [Residual in float32]). Returns the accepted child, or -1 with the token
-// drawn from the last r in *token.
-int64_t try_independent(const KernelTable& kt, const Side& p, const Side& q, int64_t c,
-                        const std::vector<int64_t>& next, const int64_t* tokens, const double* u, int64_t n,
-                        int64_t vocab, int64_t* token) {
+// drawn from the last r in *token. `at` holds the node's rows p and q with their canonical
+// masses, and in at.r_blocks the guessed residual sums if at.guessed.
+//
+// Note [Tree bounds] (spec_verify.h): a rejected child's residual r' is summed exactly
+// (residual_store, a float64 pass) only where the next step needs its canonical mass to
+// define the residual after it. Where the next step is the last one at this node, bounds
+// decide it when certain:
+// - the next sibling, with r'(t) > 0 (one value, from r(t) and q(t)): accepted if
+//   u * q(t) * M < r'(t) * Q holds with M an upper bound on the canonical mass of r' (the
+//   ceiling a * mass(r) without a pass, else bounded_mass_upper of its block sums); r'(t) >
+//   0 makes that mass positive, so the exact rule would not have stopped at r';
+// - no sibling left: the draw from r' by bounded_sample_index, whose answer is sample_index's
+//   on the canonical masses (it answers only if some r'(v) > 0, so the mass is positive).
+// The sums are those guessed during the pass over p and q (r = p, factors near 1) or
+// residual_block_sums' over r and q. A next sibling with r'(t) = 0 is rejected whatever the
+// mass, and one whose acceptance is not certain is decided exactly: both go on to the exact
+// residual.
+int64_t try_independent(const KernelTable& kt, Position& at, int64_t c, const std::vector<int64_t>& next,
+                        const int64_t* tokens, const double* u, int64_t n, int64_t vocab, int64_t* token) {
   TreeScratch& s = tree_scratch(vocab);
-  const float* qf = as_floats(kt, q.row, vocab, s.q.data());
-  const float* r = as_floats(kt, p.row, vocab, s.p.data());
-  const double* r_blocks = p.blocks.data();
-  double r_mass = p.mass;
+  const float* qf = as_floats(kt, at.q.row, vocab, s.q.data());
+  const float* r = as_floats(kt, at.p.row, vocab, s.p.data());
+  const double* r_blocks = at.p.blocks.data();
+  const double q_mass = at.q.mass;
+  double r_mass = at.p.mass;
+  bool guessed = at.guessed;  // at.r_blocks sums max(0, r - q) while r is p
   int slot = 0;  // where the next residual goes: never the buffer holding r
   for (; c >= 0; c = next[c]) {
     const int64_t t = tokens[c];
-    const double rt = r[t], qt = q.at(t);
-    if (u[c] * qt * r_mass < rt * q.mass) return c;
+    const double rt = r[t], qt = qf[t];
+    if (u[c] * qt * r_mass < rt * q_mass) return c;
     float a = 0.0f, b = 0.0f;
-    residual_scales(r_mass, q.mass, &a, &b);
+    residual_scales(r_mass, q_mass, &a, &b);
+    const int64_t c2 = next[c];
+    const float rt2 = c2 >= 0 ? residual_value(r[tokens[c2]], qf[tokens[c2]], a, b) : 0.0f;
+    // Accepted even if r' kept all of r's mass (residual_mass_ceiling): no pass at all.
+    if (c2 >= 0 && rt2 > 0.0f && kt.residual_block_sums != nullptr &&
+        u[c2] * static_cast<double>(qf[tokens[c2]]) * residual_mass_ceiling(a, r_mass, vocab) <
+            static_cast<double>(rt2) * q_mass)
+      return c2;
+    if (kt.residual_block_sums != nullptr && (c2 < 0 || rt2 > 0.0f)) {
+      const double* sums = s.sums.data();
+      const double* err = nullptr;
+      if (guessed && guess_margins(at, a, b, vocab)) {
+        sums = at.r_blocks.data();
+        err = at.guess_err.data();
+      } else {
+        kt.residual_block_sums(r, qf, a, b, vocab, s.sums.data());
+      }
+      if (c2 >= 0) {
+        double upper = 0.0;
+        if (bounded_mass_upper(sums, vocab, &upper, err) && u[c2] * static_cast<double>(qf[tokens[c2]]) * upper <
+                                                                 static_cast<double>(rt2) * q_mass)
+          return c2;
+      } else {
+        const auto value = [r, qf, a, b](int64_t v) { return residual_value(r[v], qf[v], a, b); };
+        if (bounded_sample_index(sums, vocab, u[n], value, token, nullptr, err)) return -1;
+        ++t_bounded_fallbacks;
+      }
+    }
+    guessed = false;
     double mass = 0.0;
     kt.residual_store(r, qf, a, b, vocab, s.r[slot].data(), s.r_blocks[slot].data(), &mass);
     // Rounding left no mass: the exact residual is negligible next to r, and every later
@@ -789,22 +933,48 @@ Outcome tree_sampled(const KernelTable& kt, const Reader& rows, bool independent
                      const Children& children, int64_t n, const double* u, int64_t vocab, int64_t* path) {
   Position& at = positions(vocab, Reader::kWarped)[0];
   int64_t node = -1, depth = 0;
+  double last_p = 1.0, last_q = 1.0;  // the masses seen last (Note [Mass bounds]'s guess)
   for (;;) {
     const int64_t row = node + 1;
     const int64_t first = children.first[row];
+    if (first < 0) {  // a leaf: the bonus token, from float32 block sums where certain
+      int64_t token = -1;
+      if (rows.bounded_draw(row, u[n], &at.p, &token)) return emitted(depth, token);
+      const Outcome bad = rows.read_target(row, &at.p);
+      if (bad.error != InputError::kNone) return bad;
+      return emitted(depth, draw(at.p, u[n], vocab));
+    }
+    // Note [Tree bounds]: the node decided from float32 block sums of its rows, where certain.
+    if (independent && rows.bounded_node_worth(row, first, children.next, tokens, u, last_p, last_q)) {
+      TreeScratch& s = tree_scratch(vocab);
+      const int64_t child = rows.bounded_node(row, first, children.next, tokens, u, at.p.blocks.data(),
+                                              at.q.blocks.data(), s.sums.data());
+      if (child >= 0) {
+        path[depth++] = child;
+        node = child;
+        continue;
+      }
+    }
     // The draft row only where children are tried (side by side with the target row, the
     // target's errors first, as accept reads a position).
-    const Outcome bad = first >= 0 && independent ? rows.read_pair(row, &at.p, &at.q) : rows.read_target(row, &at.p);
+    // The guessed residual sums (row_mass_pair_guess) only where the masses seen last were near
+    // 1: elsewhere the residual's factors are far from 1 and the guess is never used.
+    const bool near_one = std::fabs(last_p - 1.0) < 0x1p-12 && std::fabs(last_q - 1.0) < 0x1p-12;
+    const Outcome bad = independent ? rows.read_pair(row, &at.p, &at.q, near_one ? at.r_blocks.data() : nullptr,
+                                                     &at.guessed)
+                                    : rows.read_target(row, &at.p);
     if (bad.error != InputError::kNone) return bad;
-    if (first < 0) return emitted(depth, draw(at.p, u[n], vocab));  // a leaf: the bonus token
+    int64_t token = -1;
+    int64_t child = -1;
     if (independent) {  // the residuals read the whole rows
       at.p.materialize(kt, vocab);
       at.q.materialize(kt, vocab);
+      last_p = at.p.mass;
+      last_q = at.q.mass;
+      child = try_independent(kt, at, first, children.next, tokens, u, n, vocab, &token);
+    } else {
+      child = try_deterministic(kt, at.p, first, children.next, tokens, u, n, vocab, &token);
     }
-    int64_t token = -1;
-    const int64_t child = independent
-                              ? try_independent(kt, at.p, at.q, first, children.next, tokens, u, n, vocab, &token)
-                              : try_deterministic(kt, at.p, first, children.next, tokens, u, n, vocab, &token);
     if (child < 0) return emitted(depth, token);
     path[depth++] = child;
     node = child;

@@ -370,7 +370,43 @@ Outcome accept_logits_round(const KernelTable& kt, Rows target, Rows draft, cons
 //   rejected: draw from r (from the r before, if rounding left the new one no mass).
 // A chain (one child per node) is accept_round (one-hot without draft rows) with the same
 // uniforms, bit for bit. Only the rows of the nodes whose children are tried are read
-// (and the row of the node the path ends at).
+// (and the row of the node the path ends at). The independent rule skips its float64 passes
+// where float32 bounds already decide (Note [Tree bounds]); the outcome is the same.
+
+// Note [Tree bounds]
+// The independent rule needs a canonical mass only to compare with it, or to define the
+// next residual's factors. Bounds decide a comparison whenever it is certain: the exact
+// test u * q(t) * M < r(t) * Q is evaluated in float64 with roundings that are monotone, so
+// it holds if it holds with M raised to an upper bound and Q lowered to a lower bound (and
+// fails if it fails the other way round). On probability rows in float32 (rounds.cpp):
+// - A node first tries its rows' float32 block sums (two passes at float32 speed, Note
+//   [Bounded sampling]), which bound P and Q. With both in [2^-120, 2^120] the residual
+//   scale is 2^0, so a_1 = 1 / P, a_j = 1 / M_{j-1} and b = 1 / Q, each a quotient rounded
+//   once to float32 (through float64): monotone in the mass. So a_1 lies between its values
+//   at the bounds of P, a_j >= 1 / ceiling for j >= 2, since a_j * M_{j-1} <= 1 + 2^-22 gives
+//   M_j <= ceiling = (1 + 2^-22)(1 + 2^-20 + n 2^-50) + n 2^-149 (each r_j(v) is at most the
+//   float r_{j-1}(v) * a_j; the rest covers the roundings), and each r_j(t) = max(0,
+//   r_{j-1}(t) * a_j - q(t) * b), monotone in r_{j-1}(t), a_j and b, has a lower value
+//   chained from p(t) through the lower factors. The node's children are then decided in
+//   order: the first by the bounds on P and Q; a later one whose token p gives 0 is rejected
+//   (r_j(t) = 0 at every level, and u * q(t) * M < 0 never holds); the first later one with
+//   p(t) > 0 is accepted if u * q(t) * ceiling < lower r_j(t) * lower Q, or for j = 1 with
+//   M_1 bounded by the block sums of r_1 at the factors' upper corner (residual_block_sums;
+//   every r_1(v) is at most its value there, and canonical sums are monotone in each value).
+//   The accepted child's lower values must stay >= 2^-120 (they bound every M_j below, which
+//   keeps the scale at 2^0 and the masses positive). Anything else (a rejection with p(t) >
+//   0 after the first child, an uncertain comparison, every child rejected, a row the float32
+//   pass cannot vouch for) reads the node exactly.
+// - Read exactly, a node sums each rejected child's residual exactly (residual_store) only
+//   where the next step needs its mass to define the residual after it. Before the last
+//   step at the node, the residual's float32 block sums (or the sums of max(0, p - q) guessed
+//   during the pair pass, factors near 1) decide it where certain: the next sibling
+//   accepted against an upper bound on the residual's mass (bounded_mass_upper, or the
+//   ceiling a * M without a pass), or, with no sibling left, the draw by bounded_sample_index.
+// - A leaf's bonus token is drawn from float32 block sums (Note [Bounded sampling]).
+// Every answer is the exact rule's, bit for bit, on every path; only the time changes. The
+// native tests hold each path to the scalar path with every bound switched off, with
+// uniforms at the first and later children's boundaries.
 
 // Verifies a tree: the accepted path (node indices from the root down) into path (room for
 // n), its length as n_accepted, the emitted token as token. params == nullptr: probability

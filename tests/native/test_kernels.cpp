@@ -1443,6 +1443,14 @@ void tree_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int co
       char buf[160];
       std::snprintf(buf, sizeof buf, "tree %d (%s, n=%lld, V=%lld) %s", r, chain ? "chain" : "tree", (long long)n,
                     (long long)vocab, m.name);
+      {  // Note [Tree bounds]: the same answer with every float32 bound switched off
+        std::vector<int64_t> exact_path(n + 1, -1);
+        const sv::Outcome e = sv::tree_round(without_bounds(ref), t_rows, d_rows, tokens.data(), parents.data(), n, uu,
+                                             vocab, pp, exact_path.data());
+        check(e.error == want.error && e.n_accepted == want.n_accepted && e.token == want.token &&
+                  std::equal(exact_path.begin(), exact_path.begin() + e.n_accepted, ref_path.begin()),
+              std::string("scalar ") + buf + ": equals the exact rule (no bounds)");
+      }
       bool valid = want.error == sv::InputError::kNone && want.token >= 0 && want.token < vocab;
       for (int64_t d = 0; d < want.n_accepted; ++d)
         valid &= ref_path[d] >= 0 && parents[ref_path[d]] == (d == 0 ? -1 : ref_path[d - 1]);
@@ -1476,6 +1484,159 @@ void tree_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int co
   }
 }
 
+
+// Note [Tree bounds]: spine trees as the benchmark builds them (width w, depth d; at every
+// level the siblings before the spine child rejected), on normalised and unnormalised rows,
+// with uniforms at 0, random, and at the spine child's acceptance boundary (its exact
+// residual's mass, a few ulps either side): every path with its bounds equals the scalar
+// path without them. The bounded decisions must have answered in some rounds (fewer
+// residual_store calls than the exact rule).
+int64_t g_store_calls = 0;
+const sv::KernelTable* g_store_table = nullptr;
+void counted_store(const float* p, const float* q, float a, float b, int64_t n, float* out, double* blocks,
+                   double* mass) {
+  ++g_store_calls;
+  g_store_table->residual_store(p, q, a, b, n, out, blocks, mass);
+}
+
+void tree_bound_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int count, int64_t max_n) {
+  const sv::KernelTable exact = without_bounds(sv::scalar_kernels());
+  int64_t saved = 0, boundaries = 0;
+  for (int r = 0; r < count; ++r) {
+    const int64_t vocab = 2 + rng.below(max_n);
+    const int64_t width = 1 + rng.below(4), depth = 1 + rng.below(3);
+    std::vector<int64_t> parents, spine;
+    int64_t node = -1;
+    for (int64_t l = 0; l < depth; ++l) {
+      for (int64_t c = 0; c < width; ++c) parents.push_back(node);
+      node = static_cast<int64_t>(parents.size()) - 1;
+      spine.push_back(node);
+    }
+    const int64_t n = static_cast<int64_t>(parents.size());
+    const bool normalised = rng.below(2) == 0;
+    const int fills[] = {kUniform, kSpiky, kSparse, kDenormal};
+    std::vector<float> tp, dp;
+    for (int64_t i = 0; i <= n; ++i) {
+      for (auto* rows : {&tp, &dp}) {
+        std::vector<float> v = make_row(rng, vocab, fills[rng.below(4)]);
+        // A draft row nearly disjoint from the target's at times: the residual then keeps
+        // nearly all of p's mass (residual_mass_ceiling's case).
+        if (rows == &dp && rng.below(4) == 0) {
+          std::fill(v.begin(), v.end(), 0.0f);
+          for (int k = 0; k < 3; ++k) v[rng.below(vocab)] = 0.01f;
+        }
+        v[rng.below(vocab)] = 0.5f;
+        if (normalised) {
+          double sum = 0.0;
+          for (float x : v) sum += x;
+          for (float& x : v) x = static_cast<float>(x / sum);
+        }
+        rows->insert(rows->end(), v.begin(), v.end());
+      }
+    }
+    std::vector<int64_t> tokens(n);
+    for (int64_t j = 0; j < n; ++j) tokens[j] = rng.below(vocab);
+    // Siblings before the spine child: often tokens the target row lacks (rejected for
+    // sure); the spine child often the row's largest value.
+    const int mode = rng.below(3);  // uniforms 0, random, the first spine child's at its boundary
+    node = -1;
+    for (int64_t l = 0; l < depth; ++l) {
+      float* row = tp.data() + (node + 1) * vocab;
+      for (int64_t j = 0; j < n; ++j)
+        if (parents[j] == node && j != spine[l] && ((mode == 2 && l == 0) || rng.below(3) != 0)) row[tokens[j]] = 0.0f;
+      if (rng.below(2)) tokens[spine[l]] = std::max_element(row, row + vocab) - row;
+      node = spine[l];
+    }
+    std::vector<double> u(n + 1);
+    for (double& x : u) x = mode == 0 ? 0.0 : rng.uniform();
+    if (mode == 2) {
+      // The first spine child at its boundary u = r1(t) Q / (q(t) M1), r1 the exact residual
+      // after the siblings before it (scalar, canonical masses; r1 = p, M1 = P for width 1).
+      const float* p = tp.data();
+      const float* q = dp.data();
+      std::vector<double> blocks(sv::num_blocks(vocab));
+      std::vector<float> res(p, p + vocab), out(vocab);
+      double P = 0, Q = 0;
+      exact.row_mass(p, vocab, blocks.data(), &P);
+      exact.row_mass(q, vocab, blocks.data(), &Q);
+      double M = P;
+      bool ok = true;
+      for (int64_t c = 0; c + 1 < width && ok; ++c) {
+        float a, b;
+        sv::residual_scales(M, Q, &a, &b);
+        exact.residual_store(res.data(), q, a, b, vocab, out.data(), blocks.data(), &M);
+        ok = M > 0.0;
+        res = out;
+      }
+      // The spine child's token: where r1 / q is least, so that the boundary lies below 1.
+      int64_t t = -1;
+      for (int64_t v = 0; v < vocab; ++v)
+        if (res[v] > 0.0f && q[v] > 0.0f && (t < 0 || res[v] * q[t] < res[t] * q[v])) t = v;
+      if (ok && t >= 0) {
+        tokens[spine[0]] = t;
+        const double bound = static_cast<double>(res[t]) * Q / (static_cast<double>(q[t]) * M);
+        if (bound < 1.0) {
+          u[spine[0]] = std::nextafter(bound, rng.below(2) ? 0.0 : 1.0);
+          ++boundaries;
+        }
+        for (int64_t s = rng.below(3); s > 0; --s) u[spine[0]] = std::nextafter(u[spine[0]], 0.0);
+      }
+    }
+    if (mode == 2 && width == 2 && rng.below(2) == 0) {
+      // Or the first child at its boundary u = p(t) Q / (q(t) P), its token where p / q is
+      // least (with p(t) > 0), and the second child at the row's largest value.
+      float* p = tp.data();
+      const float* q = dp.data();
+      std::vector<double> blocks(sv::num_blocks(vocab));
+      double P = 0, Q = 0;
+      exact.row_mass(p, vocab, blocks.data(), &P);
+      exact.row_mass(q, vocab, blocks.data(), &Q);
+      int64_t t = -1;
+      for (int64_t v = 0; v < vocab; ++v)
+        if (p[v] > 0.0f && q[v] > 0.0f && (t < 0 || p[v] * q[t] < p[t] * q[v])) t = v;
+      if (t >= 0) {
+        tokens[0] = t;
+        tokens[1] = std::max_element(p, p + vocab) - p;
+        const double bound = static_cast<double>(p[t]) * Q / (static_cast<double>(q[t]) * P);
+        if (bound < 1.0) {
+          u[0] = std::nextafter(bound, rng.below(2) ? 0.0 : 1.0);
+          u[1] = rng.uniform();
+          ++boundaries;
+        }
+      }
+    }
+    const sv::Rows t_rows{tp.data(), vocab}, d_rows{dp.data(), vocab};
+    std::vector<int64_t> want_path(n + 1, -1), path(n + 1, -1);
+    g_store_table = &exact;
+    sv::KernelTable counted_exact = exact;
+    counted_exact.residual_store = counted_store;
+    g_store_calls = 0;
+    const sv::Outcome want = sv::tree_round(counted_exact, t_rows, d_rows, tokens.data(), parents.data(), n, u.data(),
+                                            vocab, nullptr, want_path.data());
+    const int64_t exact_stores = g_store_calls;
+    for (const sv::KernelTable* kt : kts) {
+      sv::KernelTable counted = *kt;
+      g_store_table = kt;
+      counted.residual_store = counted_store;
+      g_store_calls = 0;
+      const sv::Outcome got = sv::tree_round(counted, t_rows, d_rows, tokens.data(), parents.data(), n, u.data(),
+                                             vocab, nullptr, path.data());
+      saved += exact_stores - g_store_calls;
+      char buf[200];
+      std::snprintf(buf, sizeof buf, "%s bounded tree %d (width %lld, depth %lld, V=%lld, %s, uniforms %s)", kt->name,
+                    r, (long long)width, (long long)depth, (long long)vocab, normalised ? "normalised" : "unnormalised",
+                    mode == 0 ? "0" : mode == 1 ? "random" : "at a boundary");
+      check(got.error == want.error && got.n_accepted == want.n_accepted && got.token == want.token &&
+                std::equal(path.begin(), path.begin() + got.n_accepted, want_path.begin()) &&
+                g_store_calls <= exact_stores,
+            std::string(buf) + ": the exact rule's outcome, with no more residual passes");
+    }
+  }
+  if (count >= 50) {
+    check(saved > 0, "bounded tree decisions answered (" + std::to_string(saved) + " residual passes saved)");
+    check(boundaries > count / 16, "tree acceptances at the boundary tried (" + std::to_string(boundaries) + ")");
+  }
+}
 
 // Note [Ragged batches]: run_batch on random ragged batches (mixed greedy and sampled
 // sequences, K_b from 0 to 6, probability and logits rows, with and without draft rows,
@@ -1622,6 +1783,8 @@ int main(int argc, char** argv) {
   bounded_warping_rounds(rng, kts, quick ? 6 : 30, 160000);
   tree_tests(rng, kts, quick ? 100 : 800, 700);
   tree_tests(rng, kts, quick ? 4 : 20, 40000);
+  tree_bound_tests(rng, kts, quick ? 150 : 1500, 3000);
+  tree_bound_tests(rng, kts, quick ? 6 : 30, 40000);
   batch_tests(rng, kts, quick ? 20 : 150, 300);
   batch_tests(rng, kts, quick ? 2 : 6, 32000);
 

@@ -13,6 +13,7 @@ registered here too.
 """
 from __future__ import annotations
 
+import array
 import operator
 from typing import List, Optional, Sequence, Tuple, Union
 
@@ -101,6 +102,16 @@ def _int_list(seq: Sequence, what: str, vocab: Optional[int] = None) -> List[int
     return values
 
 
+def _int64_tensor(values: List[int]) -> torch.Tensor:
+    """A 1-D int64 tensor of Python ints already known to fit in int64. Through an
+    `array.array` and `torch.frombuffer` (about 2 us) rather than `torch.tensor(list)` (6 to
+    10 us for a list of 8 to 32 ints, most of a small tree call's fixed cost); under
+    torch.compile, and for an empty list (frombuffer refuses an empty buffer), `torch.tensor`."""
+    if not values or torch.compiler.is_compiling():
+        return torch.tensor(values, dtype=torch.int64).reshape(len(values))
+    return torch.frombuffer(array.array("q", values), dtype=torch.int64)
+
+
 def _token_tensor(tokens, what: str, vocab: Optional[int] = None) -> torch.Tensor:
     """Token ids as an integer tensor on the CPU: the tensor itself if it is one (a uint64
     tensor viewed as int64 once its values are known to fit), else an int64 tensor made
@@ -117,7 +128,7 @@ def _token_tensor(tokens, what: str, vocab: Optional[int] = None) -> torch.Tenso
     """
     if not isinstance(tokens, torch.Tensor):
         if isinstance(tokens, (list, tuple)):
-            return torch.tensor(_int_list(tokens, what, vocab), dtype=torch.int64).reshape(len(tokens))
+            return _int64_tensor(_int_list(tokens, what, vocab))
         if hasattr(tokens, "__array__") and not isinstance(tokens, (str, bytes)):
             # NumPy arrays (and other array-likes), without importing NumPy.
             try:
@@ -614,15 +625,18 @@ _TREE_DOC = """
 
 
 def _tree_args(op: str, target, tokens, parents, draft, names):
-    vocab = _vocab(target)
-    tokens = tokens if (type(tokens) is _Tensor and tokens.is_cpu and tokens.dtype is not _uint64) else \
-        _token_tensor(tokens, f"spec_verify.{op}: tokens", vocab)
-    parents = parents if (type(parents) is _Tensor and parents.is_cpu and parents.dtype is not _uint64) else \
-        _token_tensor(parents, f"spec_verify.{op}: parents")
-    cpu = {names[0]: target}
-    if draft is not None:
-        cpu[names[1]] = draft
-    _check_on_cpu(op, **cpu)
+    # The common case (tensors on the CPU) tested inline: a call with good arguments pays a
+    # few attribute reads here.
+    if not (type(tokens) is _Tensor and tokens.is_cpu and tokens.dtype is not _uint64):
+        tokens = _token_tensor(tokens, f"spec_verify.{op}: tokens", _vocab(target))
+    if not (type(parents) is _Tensor and parents.is_cpu and parents.dtype is not _uint64):
+        parents = _token_tensor(parents, f"spec_verify.{op}: parents")
+    if not (type(target) is _Tensor and target.is_cpu and
+            (draft is None or (type(draft) is _Tensor and draft.is_cpu))):
+        cpu = {names[0]: target}
+        if draft is not None:
+            cpu[names[1]] = draft
+        _check_on_cpu(op, **cpu)
     return tokens, parents
 
 
@@ -678,7 +692,8 @@ def verify_tree_with_uniforms(
                                                     top_p, min_p)
     tokens, parents = _tree_args("verify_tree_with_uniforms", target_logits, tokens, parents, draft_logits,
                                  ("target_logits", "draft_logits"))
-    _check_on_cpu("verify_tree_with_uniforms", uniforms=uniforms)
+    if not (type(uniforms) is _Tensor and uniforms.is_cpu):
+        _check_on_cpu("verify_tree_with_uniforms", uniforms=uniforms)
     return _verify_tree_with_uniforms(target_logits, tokens, parents, draft_logits, uniforms, temperature, top_k,
                                       top_p, min_p)
 
@@ -729,7 +744,8 @@ def verify_tree_probs_with_uniforms(
                         f"{type(greedy).__name__}")
     tokens, parents = _tree_args("verify_tree_probs_with_uniforms", target_probs, tokens, parents, draft_probs,
                                  ("target_probs", "draft_probs"))
-    _check_on_cpu("verify_tree_probs_with_uniforms", uniforms=uniforms)
+    if not (type(uniforms) is _Tensor and uniforms.is_cpu):
+        _check_on_cpu("verify_tree_probs_with_uniforms", uniforms=uniforms)
     return _verify_tree_probs_with_uniforms(target_probs, tokens, parents, draft_probs, uniforms, greedy)
 
 
