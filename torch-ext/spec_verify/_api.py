@@ -14,6 +14,7 @@ registered here too.
 from __future__ import annotations
 
 import operator
+from array import array
 from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
@@ -135,6 +136,14 @@ def _token_tensor(tokens, what: str, vocab: Optional[int] = None) -> torch.Tenso
     """
     if not isinstance(tokens, torch.Tensor):
         if isinstance(tokens, (list, tuple)):
+            if tokens and all(type(t) is int for t in tokens) and not _is_compiling():
+                # Plain ints, eager: packed by array("q") (int64; an OverflowError for a value
+                # beyond int64, reported below as given) and viewed without a copy, about a
+                # third of what torch.tensor costs on a short list.
+                try:
+                    return torch.frombuffer(array("q", tokens), dtype=torch.int64)
+                except OverflowError:
+                    pass
             return torch.tensor(_int_list(tokens, what, vocab), dtype=torch.int64).reshape(len(tokens))
         if hasattr(tokens, "__array__") and not isinstance(tokens, (str, bytes)):
             # NumPy arrays (and other array-likes), without importing NumPy.
