@@ -109,10 +109,7 @@ bool bounded_sample_index(const double* block_sum, int64_t n, double u, Value va
   const int64_t blocks = num_blocks(n);
   const double d = kBlockSumBound + 0x1p-40 + static_cast<double>(blocks) * 0x1p-49;
   const double total = sum_in_fours(block_sum, blocks);
-  double total_err = 0.0;
-  if (block_err != nullptr)
-    for (int64_t b = 0; b < blocks; ++b) total_err += block_err[b];
-  total_err *= 1.0 + 0x1p-20;
+  const double total_err = (block_err != nullptr ? sum_in_fours(block_err, blocks) : 0.0) * (1.0 + 0x1p-20);
   if (total_out != nullptr) *total_out = total;
   if (!(total > 0.0) || !(total <= std::numeric_limits<double>::max()) || !(total_err <= total)) return false;
   const double theta = u * total;
