@@ -310,8 +310,7 @@ struct ProbRows {
     double* blocks = p->blocks.data();
     if (!kt.row_block_sums(x, vocab, blocks)) return BoundedStep::kUnknown;
     const int64_t nb = num_blocks(vocab);
-    double total = 0.0;
-    for (int64_t b = 0; b < nb; ++b) total += blocks[b];
+    const double total = sum_in_fours(blocks, nb);
     if (!(total > 0.0) || !(total <= std::numeric_limits<double>::max())) return BoundedStep::kUnknown;
     *mass_guess = total;
     // P = total (1 +- d) (bounded_sample_index's margins); u * P rounds once more, inside d.

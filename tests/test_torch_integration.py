@@ -99,6 +99,43 @@ def test_compile_accept_with_default_generator(sv):
     assert all(torch.equal(a, sample(p, q, t)) for a in got)
 
 
+def test_eager_fast_path_keeps_torch_function(sv):
+    """The eager wrappers call the op's builtin, with a generator inside
+    DisableTorchFunctionSubclass: a torch function mode still sees the call, with the
+    arguments as given, and torch function handling is on again afterwards, also after a
+    call that raises."""
+    from torch.overrides import TorchFunctionMode
+
+    p, q, t = inputs()
+    seen = []
+
+    class Record(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            seen.append((str(func), type(args[3]).__name__ if len(args) > 3 else None))
+            return func(*args, **(kwargs or {}))
+
+    g = torch.Generator().manual_seed(1)
+    want = sv.accept(p, q, t, g)
+    with Record():
+        g.manual_seed(1)
+        assert sv.accept(p, q, t, g) == want
+        sv.verify_greedy(p, t)
+    assert any("accept" in f and arg == "Generator" for f, arg in seen), seen
+    assert any("verify_greedy" in f for f, _ in seen), seen
+    assert torch._C._is_torch_function_enabled()
+    bad = p.clone()
+    bad[0, 0] = float("nan")
+    state = g.get_state()
+    try:
+        sv.accept(bad, q, t, g)
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("a NaN in row 0 must raise")
+    assert torch._C._is_torch_function_enabled()
+    assert torch.equal(g.get_state(), state)
+
+
 def test_public_api_is_all(sv):
     """__all__ is the public API: every name in it exists and is documented; every public
     function or class the package defines is in it; internal ops have private names."""

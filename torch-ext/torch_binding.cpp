@@ -73,18 +73,30 @@ at::Tensor checked_rows(const char* op, const char* name, const at::Tensor& t, i
   return t.stride(1) == 1 ? t : t.contiguous();
 }
 
-// The K draft tokens as int64 values in [0, V).
-std::vector<int64_t> checked_tokens(const char* op, const at::Tensor& t, int64_t k,
-                                    int64_t vocab, const char* target_name = "target_probs") {
+// The K draft tokens as int64 values in [0, V). An int64 tensor (the usual case) is read in
+// place, at its stride; another integer dtype through a converted copy. A round's few tokens
+// stay on the stack (TokenVec); a batch's go to a std::vector.
+using TokenVec = c10::SmallVector<int64_t, 16>;
+
+template <class Vec = TokenVec>
+Vec checked_tokens(const char* op, const at::Tensor& t, int64_t k, int64_t vocab,
+                   const char* target_name = "target_probs") {
   check_cpu(op, "draft_tokens", t);
   TORCH_CHECK_TYPE(at::isIntegralType(t.scalar_type(), /*includeBool=*/false), "spec_verify.",
                    op, ": draft_tokens must have an integer dtype, got ", dtype_name(t.scalar_type()));
   TORCH_CHECK_VALUE(t.dim() == 1 && t.size(0) == k, "spec_verify.", op,
                     ": draft_tokens must have shape [K] = [", k,
                     "] (K = ", target_name, ".shape[0] - 1), got ", shape_of(t));
-  const at::Tensor values = t.to(at::kLong).contiguous();
-  const int64_t* data = values.data_ptr<int64_t>();
-  std::vector<int64_t> tokens(data, data + k);
+  Vec tokens(static_cast<size_t>(k));
+  if (t.scalar_type() == at::kLong) {
+    const int64_t* data = t.const_data_ptr<int64_t>();
+    const int64_t stride = t.stride(0);
+    for (int64_t i = 0; i < k; ++i) tokens[i] = data[i * stride];
+  } else {
+    const at::Tensor values = t.to(at::kLong).contiguous();
+    const int64_t* data = values.const_data_ptr<int64_t>();
+    for (int64_t i = 0; i < k; ++i) tokens[i] = data[i];
+  }
   for (int64_t i = 0; i < k; ++i) {
     TORCH_CHECK_VALUE(tokens[i] >= 0 && tokens[i] < vocab, "spec_verify.", op, ": draft_tokens[",
                       i, "] = ", tokens[i], " is outside the vocabulary [0, ", vocab, ")");
@@ -167,7 +179,7 @@ sv::Rows draft_rows(const at::Tensor& draft) {
 
 struct AcceptArgs {
   at::Tensor target, draft;  // draft undefined: one-hot drafts
-  std::vector<int64_t> tokens;
+  TokenVec tokens;
   int64_t k, vocab;
   sv::Method method;
 };
@@ -218,7 +230,7 @@ std::tuple<c10::SymInt, c10::SymInt> verify_greedy(const at::Tensor& target_prob
   const int64_t k = checked_k(op, target_probs);
   const int64_t vocab = target_probs.size(1);
   const at::Tensor target = checked_rows(op, "target_probs", target_probs, k + 1, vocab, "[K+1, V]");
-  const std::vector<int64_t> tokens = checked_tokens(op, draft_tokens, k, vocab);
+  const TokenVec tokens = checked_tokens(op, draft_tokens, k, vocab);
   const sv::Outcome out = sv::verify_greedy_round(kernels(), rows_of(target), tokens.data(), k, vocab);
   raise_if_bad(op, out);
   return result(out);
@@ -235,13 +247,14 @@ template <class Run>
 sv::Outcome with_uniforms(const char* op, const std::optional<at::Generator>& generator,
                           int64_t count, Run run) {
   kernels();  // a bad SPEC_VERIFY_ISA raises here, before anything is drawn
-  at::Generator gen = generator.has_value() && generator->defined()
-                          ? *generator
-                          : at::detail::getDefaultCPUGenerator();
+  // Borrowed, not copied: the caller's generator (or the default one) outlives the call.
+  const at::Generator& gen = generator.has_value() && generator->defined()
+                                 ? *generator
+                                 : at::detail::getDefaultCPUGenerator();
   TORCH_CHECK_VALUE(gen.device().is_cpu(), "spec_verify.", op, ": generator must be a CPU ",
                     "torch.Generator, got one on ", gen.device());
-  auto* engine = at::check_generator<at::CPUGeneratorImpl>(gen);
-  std::lock_guard<std::mutex> lock(gen.mutex());
+  auto* engine = gen.get<at::CPUGeneratorImpl>();
+  std::lock_guard<std::mutex> lock(engine->mutex_);
   const at::mt19937 saved = engine->engine();
   c10::SmallVector<double, 16> uniforms(static_cast<size_t>(count));
   at::uniform_real_distribution<double> uniform(0.0, 1.0);  // not const: torch 2.10's operator() is not
@@ -351,7 +364,7 @@ at::Tensor sampled(const char* op, const at::Tensor& logits, const sv::Outcome& 
 
 struct LogitsArgs {
   at::Tensor target, draft;  // draft undefined: one-hot drafts (or greedy)
-  std::vector<int64_t> tokens;
+  TokenVec tokens;
   int64_t k, vocab;
   bool greedy;
   sv::Method method;
@@ -703,7 +716,7 @@ void check_batch_layout(const char* op, const RowNames& names, const at::Tensor&
                       " must have N = ", n, " rows, one per draft token, got shape ", shape_of(*draft));
     a.draft = checked_rows(op, names.draft, *draft, n, a.vocab, "[N, V]");
   }
-  a.tokens = checked_tokens(op, draft_tokens, n, a.vocab);
+  a.tokens = checked_tokens<std::vector<int64_t>>(op, draft_tokens, n, a.vocab);
 }
 
 // A per-sequence parameter tensor [B] (None: `fallback` for every sequence) as doubles;

@@ -13,8 +13,8 @@ registered here too.
 """
 from __future__ import annotations
 
-import array
 import operator
+from array import array
 from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
@@ -44,6 +44,24 @@ _verify_tree_probs = ops.verify_tree_probs.default
 _verify_tree_probs_with_uniforms = ops.verify_tree_probs_with_uniforms.default
 _verify_batch = ops.verify_batch.default
 _verify_batch_probs = ops.verify_batch_probs.default
+
+# The eager fast path of `accept` (and `verify_greedy`) skips two costs of a Python call into
+# an op, together about 1.1 us of a call that costs 3-4 us at small V (benchmarks/compare.py's
+# fixed-cost breakdown; README, "Measured"):
+#  - OpOverload.__call__, a Python frame around the builtin that parses the arguments
+#    (`_op`); its own `__call__` is just `return self._op(*args, **kwargs)`.
+#  - torch's search for `__torch_function__` on every argument that is neither an exact
+#    Tensor nor a basic Python type: on a torch.Generator it is an attribute lookup that
+#    fails, with an AttributeError formatted and discarded on every call (about 0.6 us).
+#    Inside DisableTorchFunctionSubclass that search is skipped; it changes nothing else for
+#    these arguments (exact Tensors and a torch.Generator, which have no override; torch
+#    function modes still apply).
+# Under torch.compile the wrappers call the OpOverload, as before, which Dynamo traces.
+_accept_op = _accept._op
+_verify_greedy_op = _verify_greedy._op
+_Generator = torch.Generator
+_no_subclass_torch_function = torch._C.DisableTorchFunctionSubclass
+_is_compiling = torch.compiler.is_compiling
 
 
 # Argument checks ----------------------------------------------------------------------------
@@ -109,7 +127,7 @@ def _int64_tensor(values: List[int]) -> torch.Tensor:
     torch.compile, and for an empty list (frombuffer refuses an empty buffer), `torch.tensor`."""
     if not values or torch.compiler.is_compiling():
         return torch.tensor(values, dtype=torch.int64).reshape(len(values))
-    return torch.frombuffer(array.array("q", values), dtype=torch.int64)
+    return torch.frombuffer(array("q", values), dtype=torch.int64)
 
 
 def _token_tensor(tokens, what: str, vocab: Optional[int] = None) -> torch.Tensor:
@@ -128,6 +146,14 @@ def _token_tensor(tokens, what: str, vocab: Optional[int] = None) -> torch.Tenso
     """
     if not isinstance(tokens, torch.Tensor):
         if isinstance(tokens, (list, tuple)):
+            if tokens and all(type(t) is int for t in tokens) and not _is_compiling():
+                # Plain ints, eager: packed by array("q") (int64; an OverflowError for a value
+                # beyond int64, reported below as given) and viewed without a copy: four
+                # tokens with the checks cost 1.4 us where torch.tensor's way cost 5.4.
+                try:
+                    return torch.frombuffer(array("q", tokens), dtype=torch.int64)
+                except OverflowError:
+                    pass
             return _int64_tensor(_int_list(tokens, what, vocab))
         if hasattr(tokens, "__array__") and not isinstance(tokens, (str, bytes)):
             # NumPy arrays (and other array-likes), without importing NumPy.
@@ -263,6 +289,9 @@ def verify_greedy(target_probs: torch.Tensor, draft_tokens: Tokens) -> Tuple[int
         ValueError: a wrong shape, a tensor not on the CPU, a token outside `[0, V)`, or NaN
             in a row that is read.
     """
+    if (type(target_probs) is _Tensor and type(draft_tokens) is _Tensor and target_probs.is_cpu
+            and draft_tokens.is_cpu and draft_tokens.dtype is not _uint64 and not _is_compiling()):
+        return _verify_greedy_op(target_probs, draft_tokens)  # eager, see `_accept_op`
     if not (type(draft_tokens) is _Tensor and draft_tokens.is_cpu and draft_tokens.dtype is not _uint64):
         draft_tokens = _token_tensor(draft_tokens, "spec_verify.verify_greedy: draft_tokens", _vocab(target_probs))
     if not (type(target_probs) is _Tensor and target_probs.is_cpu):
@@ -317,6 +346,16 @@ def accept(
             a row that is read a NaN, negative or infinite value or zero mass. A call that
             raises leaves the generator as it was.
     """
+    if (type(target_probs) is _Tensor and type(draft_tokens) is _Tensor
+            and (draft_probs is None or type(draft_probs) is _Tensor) and method == "token"
+            and target_probs.is_cpu and draft_tokens.is_cpu and draft_tokens.dtype is not _uint64
+            and (draft_probs is None or draft_probs.is_cpu) and not _is_compiling()):
+        # The common case, eager: tensors on the CPU, the op checks the rest (see `_accept_op`).
+        if generator is None:
+            return _accept_op(target_probs, draft_probs, draft_tokens)
+        if type(generator) is _Generator:
+            with _no_subclass_torch_function():
+                return _accept_op(target_probs, draft_probs, draft_tokens, generator)
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"spec_verify.accept: generator must be a torch.Generator or None, "
                         f"got {type(generator).__name__}")
@@ -760,8 +799,6 @@ del _f
 # Batches (DESIGN.md, "Batches") -------------------------------------------------------------
 #
 # Both ops take vLLM's ragged layout; see `verify_batch`.
-
-_Generator = torch.Generator
 
 
 def _cpu_or_none(t) -> bool:
