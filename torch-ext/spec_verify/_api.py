@@ -45,7 +45,7 @@ _verify_tree_probs_with_uniforms = ops.verify_tree_probs_with_uniforms.default
 _verify_batch = ops.verify_batch.default
 _verify_batch_probs = ops.verify_batch_probs.default
 
-# The eager fast path of `accept` (and `verify_greedy`) skips two costs of a Python call into
+# The eager fast path of `accept` (and `verify_greedy`, `sample`, `accept_logits`) skips two costs of a Python call into
 # an op, together about 1.1 us of a call that costs 3-4 us at small V (benchmarks/compare.py's
 # fixed-cost breakdown; README, "Measured"):
 #  - OpOverload.__call__, a Python frame around the builtin that parses the arguments
@@ -59,6 +59,8 @@ _verify_batch_probs = ops.verify_batch_probs.default
 # Under torch.compile the wrappers call the OpOverload, as before, which Dynamo traces.
 _accept_op = _accept._op
 _verify_greedy_op = _verify_greedy._op
+_sample_op = _sample._op
+_accept_logits_op = _accept_logits._op
 _Generator = torch.Generator
 _no_subclass_torch_function = torch._C.DisableTorchFunctionSubclass
 _is_compiling = torch.compiler.is_compiling
@@ -494,6 +496,12 @@ def sample(
     _check_generator("sample", generator)
     if not (type(logits) is _Tensor and logits.is_cpu):
         _check_on_cpu("sample", logits=logits)
+    if not _is_compiling():  # eager: the builtin, see `_accept_op`
+        if generator is None:
+            return _sample_op(logits, temperature, top_k, top_p, min_p)
+        if type(generator) is _Generator:
+            with _no_subclass_torch_function():
+                return _sample_op(logits, temperature, top_k, top_p, min_p, generator)
     return _sample(logits, temperature, top_k, top_p, min_p, generator)
 
 
@@ -592,6 +600,13 @@ def accept_logits(
     draft_tokens, (temperature, top_k, top_p, min_p) = _logits_args(
         "accept_logits", target_logits, draft_logits, draft_tokens, temperature, top_k, top_p, min_p, method)
     _check_generator("accept_logits", generator)
+    if not _is_compiling() and method == "token":  # eager: the builtin, see `_accept_op`
+        if generator is None:
+            return _accept_logits_op(target_logits, draft_logits, draft_tokens, temperature, top_k, top_p, min_p)
+        if type(generator) is _Generator:
+            with _no_subclass_torch_function():
+                return _accept_logits_op(target_logits, draft_logits, draft_tokens, temperature, top_k, top_p,
+                                         min_p, generator)
     return _accept_logits(target_logits, draft_logits, draft_tokens, temperature, top_k, top_p, min_p,
                           generator, method)
 
