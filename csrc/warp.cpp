@@ -170,8 +170,10 @@ int64_t gather_exact(const KernelTable& kt, float* w, int64_t n, float tau, cons
   kt.row_weights(s.gathered_x.data(), m, e.temperature, e.z_max, s.gathered_w.data(), s.unused_blocks.data(), &unused);
   int64_t kept = 0;
   for (int64_t i = 0; i < m; ++i) {
-    w[index[i]] = s.gathered_w[i];
-    if (s.gathered_w[i] >= tau) index[kept++] = index[i];
+    const int64_t v = index[i];
+    w[v] = s.gathered_w[i];
+    index[kept] = v;
+    kept += s.gathered_w[i] >= tau;
   }
   return kept;
 }
@@ -301,10 +303,13 @@ float top_p_cutoff(const KernelTable& kt, float* w, int64_t n, double target_lo,
       // Over the candidates >= cut alone (still ascending, still every v with w(v) >= cut):
       // the kept ones, often a fraction of the candidates.
       std::vector<int64_t>& kept_index = s.kept_index;
-      kept_index.clear();
-      for (const int64_t v : c)
-        if (w[v] >= cut) kept_index.push_back(v);
-      sparse_masses(w, n, kept_index.data(), kept_index.size(), cut, blocks, &at_least, &above);
+      kept_index.resize(c.size());
+      size_t n_kept = 0;
+      for (const int64_t v : c) {  // without a branch: about half are kept, unpredictably
+        kept_index[n_kept] = v;
+        n_kept += w[v] >= cut;
+      }
+      sparse_masses(w, n, kept_index.data(), n_kept, cut, blocks, &at_least, &above);
       if (above >= target_hi) {
         if (j == 0) break;  // the cutoff is above this bucket (rounding): search them all
         --j;
