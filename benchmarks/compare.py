@@ -709,6 +709,18 @@ def verdict(ratio: dict, bar: float, at_most: bool) -> str:
     return ("PASS" if ok else "FAIL") + (" (bar inside IQR)" if inside else "")
 
 
+def write_partial(out: Path, sv, paths: list, best: str, blocks: int, rows: list) -> int:
+    """The JSON of a run limited to one section (--tree-only and the like): its rows only."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({
+        "kernel": sv.__name__, "paths": paths, "bar_path": best, "torch": torch.__version__,
+        "machine": {"processor": platform.processor(), "machine": platform.machine(),
+                    "cpus": os.cpu_count(), "load_average": os.getloadavg()},
+        "threads": torch.get_num_threads(), "blocks": blocks, "cases": rows}, indent=2))
+    print(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="few blocks, short chunks (a few seconds)")
@@ -750,7 +762,7 @@ def main() -> int:
                  "\nTargets of the tree issue (reported, not enforced):", *tree_targets]
     if args.tree_only:
         print("\n".join(tree_text))
-        return 0
+        return write_partial(args.out, sv, paths, best, blocks, tree_rows)
     halves = []
     for v, k in ([] if args.chain_only else SHAPES):
         for case in half_cases(sv, v, k, args.seed):
@@ -762,7 +774,7 @@ def main() -> int:
                  "\nTargets of the half-types issue (reported, not enforced):", *half_targets]
     if args.half_only:
         print("\n".join(half_text))
-        return 0
+        return write_partial(args.out, sv, paths, best, blocks, half_rows)
     one_hot, block = [], []
     for v, k in ([] if args.chain_only else SHAPES):
         for case in one_hot_cases(sv, v, k, args.seed) + [block_cases(sv, v, k, args.seed)]:
@@ -776,7 +788,7 @@ def main() -> int:
                "\nTargets of the one-hot issue (reported, not enforced):", *oh_targets]
     if args.one_hot_only:
         print("\n".join(oh_text))
-        return 0
+        return write_partial(args.out, sv, paths, best, blocks, oh_rows)
 
     pipe: list = []
     for v, k in ([] if args.chain_only else SHAPES):
@@ -790,7 +802,7 @@ def main() -> int:
         print("\n".join(pipe_lines))
         print(f"\nTargets of the logits issue ({best} path; reported, not enforced):")
         print("\n".join(pipe_targets))
-        return 0
+        return write_partial(args.out, sv, paths, best, blocks, pipe_rows)
 
     cases: list = []
     for v, k in SHAPES:
