@@ -28,6 +28,25 @@ def sv():
     return load_kernel()
 
 
+def compile_fullgraph(fn):
+    """torch.compile(fn, fullgraph=True, backend="eager") as a user of this torch must ask for
+    it over ops whose int outputs depend on the data (every round op returns SymInts): torch
+    2.10 and later allow those under fullgraph by themselves; torch 2.9 (the Raspberry Pi 4's:
+    README, "On each host") needs torch._dynamo.config.capture_dynamic_output_shape_ops, set
+    here around each call (compilation happens at the first)."""
+    import torch
+
+    compiled = torch.compile(fn, fullgraph=True, backend="eager")
+    if tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 10):
+        return compiled
+
+    def run(*args, **kwargs):
+        with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+            return compiled(*args, **kwargs)
+
+    return run
+
+
 def pytest_configure(config):
     # The development tier: `make test-fast` runs `pytest -m "not slow"`. `make test`,
     # `make pytest` and CI run every test, slow ones included.

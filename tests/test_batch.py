@@ -18,6 +18,7 @@ from typing import List, Optional
 
 import pytest
 import torch
+from conftest import compile_fullgraph
 
 NAN, INF = float("nan"), float("inf")
 
@@ -577,7 +578,7 @@ def test_compile_fullgraph(sv):
         out2, accepted2 = sv.verify_batch_probs(p, tokens, cu, draft_probs=q, greedy=temperature == 0)
         return out, accepted, out2, accepted2
 
-    compiled = torch.compile(verify, fullgraph=True, backend="eager")
+    compiled = compile_fullgraph(verify)
     for seed in range(3):
         args = (bt.target, bt.draft, bt.tokens, bt.cu, bt.temperature, p, q)
         torch.manual_seed(seed)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import torch
+from conftest import compile_fullgraph
 
 
 def inputs():
@@ -59,7 +60,7 @@ def test_compile_logits_ops_fullgraph(sv):
         rows = sv.warp(target, temperature=0.8, top_p=0.9)
         return torch.cat([tokens, torch.tensor([n, tok])]), rows
 
-    compiled = torch.compile(round_, fullgraph=True, backend="eager")
+    compiled = compile_fullgraph(round_)
     for _ in range(3):
         want = round_(target, draft, u)
         got = compiled(target, draft, u)
@@ -78,7 +79,7 @@ def test_compile_fullgraph(sv):
         n_block, tok_block = sv.accept_with_uniforms(p, q, t, u, method="block")
         return torch.tensor([n_greedy, tok_greedy, n, tok, n_one_hot, tok_one_hot, n_block, tok_block])
 
-    compiled = torch.compile(verify, fullgraph=True, backend="eager")
+    compiled = compile_fullgraph(verify)
     assert torch.equal(compiled(p, q, t, u), verify(p, q, t, u))
     t2 = t.clone()
     t2[0] = (t2[0] + 1) % 100
@@ -92,7 +93,7 @@ def test_compile_accept_with_default_generator(sv):
         n, tok = sv.accept(p, q, t)
         return torch.tensor([n, tok])
 
-    compiled = torch.compile(sample, fullgraph=True, backend="eager")
+    compiled = compile_fullgraph(sample)
     torch.manual_seed(3)
     got = [compiled(p, q, t) for _ in range(20)]
     torch.manual_seed(3)

@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from law import g_test, normalise
+from conftest import compile_fullgraph
 
 P_MIN = 1e-8
 ROUNDS = 30_000
@@ -241,7 +242,7 @@ def test_opcheck_and_compile(sv):
         path, x = sv.verify_tree_probs_with_uniforms(p, t, par, q, u)
         return path, x
 
-    compiled = torch.compile(f, fullgraph=True, backend="eager")
+    compiled = compile_fullgraph(f)
     for _ in range(3):
         u = torch.rand(5, dtype=torch.float64)
         a, b = compiled(p, q, u), f(p, q, u)
