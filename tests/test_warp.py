@@ -96,9 +96,10 @@ def test_kept_set_equals_transformers(sv, vocab, rows):
     Tolerances: our values are within 5e-7 relative of the float64 definition (a few float32
     ulps; tested below); transformers' float32 softmax divides by a float32 sum whose error
     grows with the kept set (measured here: up to 2.7e-5 relative to the float64 values at
-    V = 151936, all kept). So the two rows must be proportional to within 1e-6 (max/min of
-    the ratio ours/transformers on the kept set: the shape, token by token), and their
-    normalisations agree to within 1e-4.
+    V = 151936, all kept, on x86-64; 2.1e-4 with aarch64 torch 2.9.1). So the two rows must be
+    proportional to within 1e-6 (max/min of the ratio ours/transformers on the kept set: the
+    shape, token by token), and their normalisations differ by no more than transformers' own
+    error against the float64 definition (plus 1e-6).
     """
     g = torch.Generator().manual_seed(vocab)
     compared = 0
@@ -116,7 +117,14 @@ def test_kept_set_equals_transformers(sv, vocab, rows):
         ratio = torch.where(kept, ours.double() / hf.double(), torch.tensor(float("nan"), dtype=torch.float64))
         hi, lo = ratio.nan_to_num(-math.inf).amax(1), ratio.nan_to_num(math.inf).amin(1)
         assert float((hi / lo - 1).max()) < 1e-6, f"rows not proportional to transformers' at {where}"
-        assert float((hi - 1).abs().max()) < 1e-4, f"normalisation differs from transformers' at {where}"
+        # Normalisation: ours is the float64 definition's within 5e-7; transformers' is off by
+        # its float32 sum's error, which depends on torch's reduction (up to 2.7e-5 at V =
+        # 151936 with x86-64 torch 2.13, 2.1e-4 with aarch64 torch 2.9.1). So ours / theirs
+        # may differ from 1 by that error, measured against the definition, and no more.
+        exact = want.probs[clear].double()
+        hf_err = torch.where(kept, hf.double() / exact - 1, torch.zeros((), dtype=torch.float64)).abs().amax(1)
+        assert float(hf_err.max()) < 1e-3, f"transformers' own normalisation is off at {where}"
+        assert bool(((hi - 1).abs() <= hf_err + 1e-6).all()), f"normalisation differs from transformers' at {where}"
         compared += x.shape[0]
     assert compared >= 2 * len(PARAMS)
 
