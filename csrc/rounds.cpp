@@ -314,7 +314,7 @@ struct ProbRows {
     if (!(total > 0.0) || !(total <= std::numeric_limits<double>::max())) return BoundedStep::kUnknown;
     *mass_guess = total;
     // P = total (1 +- d) (bounded_sample_index's margins); u * P rounds once more, inside d.
-    const double d = kBlockSumBound + 0x1p-40 + static_cast<double>(nb) * 0x1p-49;
+    const double d = block_sums_margin(nb);
     const double pt = x[t];
     if (u * (total + total * d) < pt) return BoundedStep::kAccepted;
     if (!(u * (total - total * d) > pt)) {
@@ -336,6 +336,52 @@ struct ProbRows {
       return BoundedStep::kRejected;
     }
     ++t_bounded_fallbacks;
+    return BoundedStep::kUnknown;
+  }
+
+  // Note [Bounded rejection]: position i with draft rows (token t, uniform u; u_draw draws
+  // the correction) from float32 block sums alone: of p and q, then of the residual at
+  // guessed factors (into at's p and q block masses, r_blocks and guess_err). Accepted, or
+  // rejected with the correction drawn, where certain; kUnknown: nothing decided (read the
+  // position exactly); kNone: no pass made. *sp and *sq get the middles of P's and Q's ranges.
+  BoundedStep bounded_pair(int64_t i, int64_t t, double u, double u_draw, Position* at, double* sp, double* sq,
+                           int64_t* token) const {
+    const RowRef pr = target.row(i), qr = draft.row(i);
+    if (kt.row_block_sums == nullptr || kt.residual_block_sums == nullptr || pr.type != Elem::kF32 ||
+        qr.type != Elem::kF32)
+      return BoundedStep::kNone;
+    const float* p = static_cast<const float*>(pr.data);
+    const float* q = static_cast<const float*>(qr.data);
+    double* fp = at->p.blocks.data();
+    double* fq = at->q.blocks.data();
+    double* fg = at->r_blocks.data();
+    if (!kt.row_block_sums(p, vocab, fp) || !kt.row_block_sums(q, vocab, fq)) return BoundedStep::kUnknown;
+    double p_lo = 0.0, p_hi = 0.0, q_lo = 0.0, q_hi = 0.0;
+    if (!bounded_mass_range(fp, vocab, &p_lo, &p_hi) || !bounded_mass_range(fq, vocab, &q_lo, &q_hi))
+      return BoundedStep::kUnknown;
+    *sp = 0.5 * (p_lo + p_hi);
+    *sq = 0.5 * (q_lo + q_hi);
+    // Masses in [2^-120, 2^120] keep residual_scales' power of two at s = 0: a = 1 / P and
+    // b = 1 / Q, each rounded to float32 (through float64) once, monotone in the mass.
+    constexpr double kLow = 0x1p-120, kHigh = 0x1p120;
+    if (!(p_lo >= kLow) || !(p_hi <= kHigh) || !(q_lo >= kLow) || !(q_hi <= kHigh)) return BoundedStep::kUnknown;
+    // The exact test u * q(t) * P < p(t) * Q, rounded monotonically in P and Q.
+    const double uq = u * static_cast<double>(q[t]), pt = p[t];
+    if (uq * p_hi < pt * q_lo) return BoundedStep::kAccepted;
+    if (!(uq * p_lo >= pt * q_hi)) return BoundedStep::kUnknown;
+    // Rejected: the correction from the residual at factors guessed from the middle of the
+    // masses' ranges, with margins for the true factors anywhere in theirs.
+    const double a_lo = static_cast<float>(1.0 / p_hi), a_hi = static_cast<float>(1.0 / p_lo);
+    const double b_lo = static_cast<float>(1.0 / q_hi), b_hi = static_cast<float>(1.0 / q_lo);
+    const float ga = static_cast<float>(1.0 / *sp), gb = static_cast<float>(1.0 / *sq);
+    const double da = std::max(std::fabs(a_lo - ga), std::fabs(a_hi - ga));
+    const double db = std::max(std::fabs(b_lo - gb), std::fabs(b_hi - gb));
+    kt.residual_block_sums(p, q, ga, gb, vocab, fg);
+    double* err = at->guess_err.data();
+    for (int64_t j = 0; j < num_blocks(vocab); ++j)
+      err[j] = guess_block_err(fp[j] * (1.0 + 0x1p-20), fq[j] * (1.0 + 0x1p-20), fg[j], ga, gb, da, db, a_hi, b_hi);
+    const auto guess = [p, q, ga, gb](int64_t v) { return residual_value(p[v], q[v], ga, gb); };
+    if (bounded_sample_index(fg, vocab, u_draw, guess, token, nullptr, err, true)) return BoundedStep::kRejected;
     return BoundedStep::kUnknown;
   }
 
@@ -436,17 +482,7 @@ bool bound_weights(const KernelTable& kt, const float* x, int64_t n, float tempe
   wb->z_max = z_max;
   wb->cached = -1;
   kt.row_weight_sums(x, n, temperature, z_max, nullptr, wb->sums.data());
-  double total = 0.0, total_err = 0.0;
-  for (int64_t b = 0; b < nb; ++b) {
-    wb->err[b] = wb->sums[b] * kWeightSumBound + kWeightSumFloor;
-    total += wb->sums[b];
-    total_err += wb->err[b];
-  }
-  // As bounded_sample_index: the canonical mass within d of the exact, relatively.
-  const double d = kBlockSumBound + 0x1p-40 + static_cast<double>(nb) * 0x1p-49;
-  total_err *= 1.0 + 0x1p-20;
-  wb->lo = (total - total_err) * (1.0 - d);
-  wb->hi = (total + total_err) * (1.0 + d);
+  weight_mass_range(wb->sums.data(), n, wb->err.data(), &wb->lo, &wb->hi);
   return wb->lo > 0.0;
 }
 
@@ -517,6 +553,9 @@ struct LogitRows {
   BoundedStep bounded_one_hot(int64_t, int64_t, double, double, Side*, double*, int64_t*) const {
     return BoundedStep::kNone;
   }
+  BoundedStep bounded_pair(int64_t, int64_t, double, double, Position*, double*, double*, int64_t*) const {
+    return BoundedStep::kNone;
+  }
   // Without a cheap look at the masses, every position tries the bounds first (a rejection
   // then pays for them on top of the exact warp: at most once a round).
   bool likely_accepted(int64_t i, bool one_hot, int64_t, double, double, double) const { return bounded(i, one_hot); }
@@ -579,15 +618,9 @@ int64_t draw_residual(const Position& at, double u, int64_t vocab) {
 bool guess_margins(Position& at, float a, float b, int64_t vocab) {
   if (!at.guessed || !(std::fabs(a - 1.0f) < 0x1p-12f) || !(std::fabs(b - 1.0f) < 0x1p-12f)) return false;
   const double da = std::fabs(static_cast<double>(a) - 1.0), db = std::fabs(static_cast<double>(b) - 1.0);
-  const double fa = static_cast<double>(a) * (0x1p-23 + 0x1p-40), fb = static_cast<double>(b) * (0x1p-23 + 0x1p-40);
-  for (int64_t j = 0; j < num_blocks(vocab); ++j) {
-    const double pb = at.p.blocks[j] * (1.0 + 0x1p-40), qb = at.q.blocks[j] * (1.0 + 0x1p-40);
-    // Per value: |a - 1| p + |b - 1| q for the factors, 2^-23 (a p + b q) for rounding
-    // p a, q b and their difference, 2^-24 (p + q) for rounding p - q, and 2^-149 for
-    // products below the normal range (absolute there); then the guessed sum's own.
-    at.guess_err[j] = da * pb + db * qb + fa * pb + fb * qb + (0x1p-24 + 0x1p-40) * (pb + qb) + 0x1p-140 +
-                      kGuessSumBound * at.r_blocks[j];
-  }
+  for (int64_t j = 0; j < num_blocks(vocab); ++j)
+    at.guess_err[j] = guess_block_err(at.p.blocks[j] * (1.0 + 0x1p-40), at.q.blocks[j] * (1.0 + 0x1p-40),
+                                      at.r_blocks[j], 1.0, 1.0, da, db, a, b);
   return true;
 }
 
@@ -647,6 +680,14 @@ Outcome token_round(const KernelTable& kt, const Reader& rows, bool one_hot, con
       last_p = at.p.mass;
       if (u[i] * at.p.mass < static_cast<double>(at.p.at(t))) continue;
       return emitted(i, draw_without(kt, at.p, t, u[k], vocab));
+    }
+    // With draft rows, a likely rejection: float32 passes over p and q may decide the
+    // position and draw the correction (Note [Bounded rejection]).
+    if (!likely) {
+      int64_t token = -1;
+      const BoundedStep step = rows.bounded_pair(i, t, u[i], u[k], &at, &last_p, &last_q, &token);
+      if (step == BoundedStep::kAccepted) continue;
+      if (step == BoundedStep::kRejected) return emitted(i, token);
     }
     const Outcome bad = rows.read_pair(i, &at.p, &at.q, at.r_blocks.data(), &at.guessed);
     if (bad.error != InputError::kNone) return bad;

@@ -86,6 +86,37 @@ namespace spec_verify {
 // exact sum of the values, beyond kBlockSumBound: the F were summed from other values
 // (guessed factors). Running sums then carry the sum of those errors, taken 2^-20 larger to
 // cover the relative factors applied to them.
+// approximate (with block_err): value(v) returns not the exact values but the ones the F
+// were summed from, each within its share of block_err of the exact one (the errors of a
+// block's values sum to at most block_err[b]; Note [Bounded rejection]). The scan of the
+// chosen block then carries that block's whole error as well, which covers every exact
+// running sum between two checks (a value read as +0.0 may be a small positive one: the
+// next check, at a positive value, still bounds the exact sum before it), and answers
+// nothing where the exact scan would end on its last positive value (not known).
+// d of the margins below: every canonical running sum over `blocks` blocks (and the total)
+// is within d of the running sum of block sums within kBlockSumBound, relatively.
+inline double block_sums_margin(int64_t blocks) {
+  return kBlockSumBound + 0x1p-40 + static_cast<double>(blocks) * 0x1p-49;
+}
+
+// Note [Bounded warping]: the canonical mass of the weights whose approximate block sums are
+// sums[0..num_blocks(n)) (each within kWeightSumBound F_b + kWeightSumFloor of its block's
+// exact sum) lies in [*lo, *hi]; each block's error goes to err (optional).
+inline void weight_mass_range(const double* sums, int64_t n, double* err, double* lo, double* hi) {
+  const int64_t nb = num_blocks(n);
+  double total = 0.0, total_err = 0.0;
+  for (int64_t b = 0; b < nb; ++b) {
+    const double e = sums[b] * kWeightSumBound + kWeightSumFloor;
+    if (err != nullptr) err[b] = e;
+    total += sums[b];
+    total_err += e;
+  }
+  const double d = block_sums_margin(nb);
+  total_err *= 1.0 + 0x1p-20;
+  *lo = (total - total_err) * (1.0 - d);
+  *hi = (total + total_err) * (1.0 + d);
+}
+
 // The sum of n float64 values >= 0 in four interleaved partial sums, added as
 // (s0 + s1) + (s2 + s3): within (n - 1) 2^-53 of exact, relatively, as the sum in order is
 // (Note [Bounded sampling]'s margins allow nb 2^-52), at a quarter of its latency chain.
@@ -103,11 +134,27 @@ inline double sum_in_fours(const double* x, int64_t n) {
   return (s0 + s1) + (s2 + s3);
 }
 
+// The margin of a block's guessed residual sum g, the float32 sum of r'(v) = max(0, p(v) ga -
+// q(v) gb) (Note [Residual in float32]) at guessed factors ga, gb, as a sum of r'(v) at the
+// true factors a, b, where |a - ga| <= da, a <= a_hi, |b - gb| <= db, b <= b_hi, and the
+// block's exact masses of p and q are at most pb and qb. Per value: each r' is within
+// 2^-23 (a p + b q) of max(0, p a - q b) computed exactly (rounding p a, q b and their
+// difference; 2^-149 more below the normal range), and that moves by at most
+// |a - ga| p + |b - gb| q with the factors; then the guessed sum's own (kGuessSumBound).
+// The same bound holds value by value, so a block's values are within it of their guesses
+// in total (bounded_sample_index's `approximate`).
+inline double guess_block_err(double pb, double qb, double g, double ga, double gb, double da, double db, double a_hi,
+                       double b_hi) {
+  constexpr double r = 0x1p-23 + 0x1p-40;
+  return da * pb + db * qb + r * ((a_hi + ga) * pb + (b_hi + gb) * qb) + 0x1p-139 + kGuessSumBound * g;
+}
+
 template <class Value>
 bool bounded_sample_index(const double* block_sum, int64_t n, double u, Value value, int64_t* index,
-                          double* total_out = nullptr, const double* block_err = nullptr) {
+                          double* total_out = nullptr, const double* block_err = nullptr,
+                          bool approximate = false) {
   const int64_t blocks = num_blocks(n);
-  const double d = kBlockSumBound + 0x1p-40 + static_cast<double>(blocks) * 0x1p-49;
+  const double d = block_sums_margin(blocks);
   const double total = sum_in_fours(block_sum, blocks);
   const double total_err = (block_err != nullptr ? sum_in_fours(block_err, blocks) : 0.0) * (1.0 + 0x1p-20);
   if (total_out != nullptr) *total_out = total;
@@ -134,6 +181,7 @@ bool bounded_sample_index(const double* block_sum, int64_t n, double u, Value va
     running_err = next_err;
   }
   if (chosen < 0) return false;
+  if (approximate) before_err += block_err[chosen] * (1.0 + 0x1p-20);
   before_err = before * d + before_err * (1.0 + d);
   const int64_t begin = chosen * kMassBlock;
   const int64_t end = begin + kMassBlock < n ? begin + kMassBlock : n;
@@ -171,7 +219,7 @@ bool bounded_sample_index(const double* block_sum, int64_t n, double u, Value va
       last_positive = v;
     }
   }
-  if (last_positive < 0) return false;
+  if (last_positive < 0 || approximate) return false;
   *index = last_positive;
   return true;
 }
@@ -189,7 +237,7 @@ namespace spec_verify {
 // The canonical total lies in [*lower, *upper] (*lower >= 0).
 inline bool bounded_mass_range(const double* block_sum, int64_t n, double* lower, double* upper) {
   const int64_t blocks = num_blocks(n);
-  const double d = kBlockSumBound + 0x1p-40 + static_cast<double>(blocks) * 0x1p-49;
+  const double d = block_sums_margin(blocks);
   double total = 0.0;
   for (int64_t b = 0; b < blocks; ++b) total += block_sum[b];
   const double hi = (total + total * d) * (1.0 + 0x1p-40);
@@ -201,7 +249,7 @@ inline bool bounded_mass_range(const double* block_sum, int64_t n, double* lower
 
 inline bool bounded_mass_upper(const double* block_sum, int64_t n, double* upper, const double* block_err = nullptr) {
   const int64_t blocks = num_blocks(n);
-  const double d = kBlockSumBound + 0x1p-40 + static_cast<double>(blocks) * 0x1p-49;
+  const double d = block_sums_margin(blocks);
   double total = 0.0, total_err = 0.0;
   for (int64_t b = 0; b < blocks; ++b) total += block_sum[b];
   if (block_err != nullptr)

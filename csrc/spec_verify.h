@@ -51,7 +51,7 @@ inline int64_t num_blocks(int64_t n) { return (n + kMassBlock - 1) / kMassBlock;
 // Token-wise rounds on float32 probability rows therefore first sum p and q in float32
 // (row_sum_f32, about the cost of a float32 read), accept where u * q(t) * S_p (1 + w) <
 // p(t) * S_q (1 - w), and otherwise read the position exactly (row_mass) and decide by the
-// exact rule, which a rejection needs anyway (the residual's factors come from P and Q);
+// exact rule (a position that looks like a rejection tries Note [Bounded rejection] first);
 // the last row is drawn from by Note [Bounded sampling] (float32 block sums, exact masses
 // only if the draw is not certain). The bound only ever answers "accepted" where the exact
 // rule does, so every result keeps its bits.
@@ -82,6 +82,25 @@ inline int64_t num_blocks(int64_t n) { return (n + kMassBlock - 1) / kMassBlock;
 // with t's block summed again without t: one float32 pass for the whole position. Near-ties with the threshold (within about
 // 2^-20 of the total) fall back: rare unless the row is nearly flat where u lands.
 constexpr double kBlockSumBound = 0x1p-21;
+
+// Note [Bounded rejection]
+// A token-wise position with draft rows that looks like a rejection (Note [Mass bounds]'s
+// guess from the masses seen last) would otherwise pay the exact pass over p and q, which
+// widens every value to float64 only to learn P and Q for the acceptance test and the
+// residual's factors a = 1 / P, b = 1 / Q (s = 0 while P, Q lie in [2^-120, 2^120]). On
+// float32 rows it first takes float32 block sums of p and of q (row_block_sums): they bound
+// P and Q (bounded_mass_range), which decide the test where certain (u q(t) P_lo >= p(t) Q_hi
+// rejects, monotone rounding); a and b, rounded quotients, lie between the factors of the
+// bounds. The correction is then drawn from residual_block_sums at factors ga, gb guessed
+// from the middle of the ranges: each r'(v) at the true factors is within |a - ga| p(v) +
+// |b - gb| q(v) + 2^-23 ((a + ga) p(v) + (b + gb) q(v)) (+ 2^-149) of its guess
+// (guess_block_err, sample_index.h, from the blocks' float32 sums of p and q), so every
+// block sum is known within that absolute margin, and bounded_sample_index's `approximate`
+// mode scans the chosen block on the guessed values with the block's whole margin: an answer
+// is the canonical draw's. So a decided rejection costs two float32 reads of p and q (four
+// row reads) and one block, none widened; anything uncertain (about 2^-19 of the total mass
+// near a comparison) goes on to the exact pass, as does a position the guess calls likely
+// accepted (Note [Mass bounds]'s float32 sums first).
 // row_mass_pair_guess's sums sum each block in one float32 accumulator per lane (16 adds):
 // within gamma_15 < 2^-20.
 constexpr double kGuessSumBound = 0x1p-20;

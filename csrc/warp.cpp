@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "sample_index.h"
 #include "spec_verify.h"
 
 namespace spec_verify {
@@ -364,17 +365,10 @@ Outcome warp_row_lazy(const KernelTable& kt, const float* x, int64_t n, const Wa
     // Note [Bounded warping]: top-p from approximate weights where the range of the row's
     // mass decides the cutoff; the candidates' weights are made exact, the rest of w stays
     // approximate but below the floor, so the lazy row reads it as +0.0.
-    const int64_t nb = num_blocks(n);
     double* sums = s.approx_sums.data();
     kt.row_weight_sums(x, n, params.temperature, z_max, w, sums);
-    double total = 0.0, total_err = 0.0;
-    for (int64_t b = 0; b < nb; ++b) {
-      total += sums[b];
-      total_err += sums[b] * kWeightSumBound + kWeightSumFloor;
-    }
-    const double d = kBlockSumBound + 0x1p-40 + static_cast<double>(nb) * 0x1p-49;
-    total_err *= 1.0 + 0x1p-20;
-    const double lo = (total - total_err) * (1.0 - d), hi = (total + total_err) * (1.0 + d);
+    double lo = 0.0, hi = 0.0;
+    weight_mass_range(sums, n, nullptr, &lo, &hi);
     if (lo > 0.0) {
       const ExactWeights exact{x, params.temperature, z_max};
       t = top_p_cutoff(kt, w, n, params.top_p * lo, params.top_p * hi, &exact, &m, s.unused_blocks.data(),

@@ -1151,10 +1151,16 @@ void bounded_sampling_tests(Rng& rng, const std::vector<const sv::KernelTable*>&
         g_counted = kt;
         counted.residual_block_sums = counted_residual_sums;
       }
+      // Note [Bounded rejection] would decide most rejections before any pass over the
+      // canonical masses; without row_block_sums the guessed residual sums of that pass
+      // draw them (a second round, whose outcome is checked the same way).
+      sv::KernelTable guessing = counted;
+      guessing.row_block_sums = nullptr;
       const int64_t calls = g_residual_sums_calls;
+      const sv::Outcome g = sv::accept_round(guessing, t_rows, d_rows, tokens.data(), u.data(), k, n);
+      guessed_draws += kt->row_mass_pair_guess != nullptr && reject && !boundary && g_residual_sums_calls == calls;
       const int64_t before = sv::bounded_draw_fallbacks();
       const sv::Outcome a = sv::accept_round(counted, t_rows, d_rows, tokens.data(), u.data(), k, n);
-      guessed_draws += kt->row_mass_pair_guess != nullptr && reject && !boundary && g_residual_sums_calls == calls;
       const int64_t fallbacks = sv::bounded_draw_fallbacks() - before;
       const sv::Outcome b = sv::accept_round(exact, t_rows, d_rows, tokens.data(), u.data(), k, n);
       char buf[200];
@@ -1163,6 +1169,8 @@ void bounded_sampling_tests(Rng& rng, const std::vector<const sv::KernelTable*>&
       check(a.error == b.error && a.n_accepted == b.n_accepted && a.token == b.token &&
                 a.n_accepted == (reject ? 0 : k),
             std::string(buf) + ": the exact outcome");
+      check(g.error == b.error && g.n_accepted == b.n_accepted && g.token == b.token,
+            std::string(buf) + ": the exact outcome from the guessed sums");
       const bool has = reject ? kt->residual_block_sums != nullptr : kt->row_block_sums != nullptr;
       if (has && boundary) check(fallbacks == 1, std::string(buf) + ": the fallback fired");
       if (!has) check(fallbacks == 0, std::string(buf) + ": nothing to fall back from");
@@ -1241,6 +1249,160 @@ void bounded_sampling_tests(Rng& rng, const std::vector<const sv::KernelTable*>&
   if (count >= 80)  // enough rounds for some to land there
     check(boundary_decisions > 0, "bounded one-hot decisions at the boundary were tried (" +
                                       std::to_string(boundary_decisions) + ")");
+}
+
+// ---- Note [Bounded rejection] ------------------------------------------------------------------
+
+// A table whose canonical pair passes count their calls: a position Note [Bounded
+// rejection] decides makes none.
+const sv::KernelTable* g_pair_counted = nullptr;
+int64_t g_pair_calls = 0;
+bool counted_pair_guess(const float* p, const float* q, int64_t n, double* pb, double* qb, double* pm, double* qm,
+                        double* guess) {
+  ++g_pair_calls;
+  return g_pair_counted->row_mass_pair_guess(p, q, n, pb, qb, pm, qm, guess);
+}
+bool counted_pair(const float* p, const float* q, int64_t n, double* pb, double* qb, double* pm, double* qm) {
+  ++g_pair_calls;
+  return g_pair_counted->row_mass_pair(p, q, n, pb, qb, pm, qm);
+}
+
+// First bounded_sample_index's `approximate` mode on its own: block sums and values of the
+// residual at factors guessed near the true ones (as Note [Bounded rejection] guesses them
+// from float32 masses), the margins of guess_block_err's form, against sample_index on the
+// canonical residual at the true factors; a threshold on an exact running sum is never
+// answered. Then rounds rejected at 0 (p_0(t_0) = 0, or u_0 at the acceptance boundary) on
+// rows of every kind and scale, with u_K random or on a running sum of the exact residual:
+// the outcome of the canonical masses on every path, and most random ones decided without
+// a canonical pass.
+void bounded_rejection_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int count, int64_t max_n) {
+  const sv::KernelTable& ref = sv::scalar_kernels();
+  const int fills[] = {kUniform, kSpiky, kSparse, kDenormal, kTies, kHuge};
+  int64_t answered = 0, tried = 0;
+  for (int r = 0; r < count; ++r) {
+    const int64_t n = 2 + rng.below(max_n);
+    std::vector<float> p = make_row(rng, n, fills[rng.below(6)]), q = make_row(rng, n, fills[rng.below(6)]);
+    p[rng.below(n)] = 0.5f;
+    q[rng.below(n)] = 0.5f;
+    const int64_t nb = sv::num_blocks(n);
+    std::vector<double> pb(nb), qb(nb), blocks(nb), sums(nb), err(nb);
+    double P = 0, Q = 0, R = 0;
+    ref.row_mass(p.data(), n, pb.data(), &P);
+    ref.row_mass(q.data(), n, qb.data(), &Q);
+    float a, b;
+    if (sv::residual_scales(P, Q, &a, &b) != 0) continue;
+    std::vector<float> exact(n);
+    for (int64_t v = 0; v < n; ++v) exact[v] = sv::residual_value(p[v], q[v], a, b);
+    ref.row_mass(exact.data(), n, blocks.data(), &R);
+    if (!(R > 0.0)) continue;
+    // Guessed factors up to 2^-15 off the true ones, relatively (Note [Bounded rejection]'s
+    // are within about 2^-20; farther guesses make margins that matter).
+    const float ga = a * static_cast<float>(1.0 + (rng.uniform() - 0.5) * 0x1p-14);
+    const float gb = b * static_cast<float>(1.0 + (rng.uniform() - 0.5) * 0x1p-14);
+    const double da = std::fabs(static_cast<double>(a) - ga), db = std::fabs(static_cast<double>(b) - gb);
+    const auto guess = [&](int64_t v) { return sv::residual_value(p[v], q[v], ga, gb); };
+    for (const sv::KernelTable* kt : kts) {
+      if (kt->residual_block_sums == nullptr) continue;
+      kt->residual_block_sums(p.data(), q.data(), ga, gb, n, sums.data());
+      for (int64_t j = 0; j < nb; ++j)
+        err[j] = sv::guess_block_err(pb[j] * (1.0 + 0x1p-40), qb[j] * (1.0 + 0x1p-40), sums[j], ga, gb, da, db, a, b);
+      for (int c = 0; c < 4; ++c) {
+        const bool boundary = c >= 2;
+        const double u = boundary ? boundary_uniform(rng, blocks, R, n, [&exact](int64_t v) { return exact[v]; })
+                                  : rng.uniform();
+        const int64_t want = sv::sample_index(blocks.data(), n, u * R, [&exact](int64_t v) { return exact[v]; });
+        int64_t got = -7;
+        const bool ok = sv::bounded_sample_index(sums.data(), n, u, guess, &got, nullptr, err.data(), true);
+        answered += ok && !boundary;
+        tried += !boundary;
+        char buf[200];
+        std::snprintf(buf, sizeof buf, "%s approximate bounded draw r=%d n=%lld u=%a %s", kt->name, r, (long long)n, u,
+                      boundary ? "at a running sum" : "random");
+        check(!ok || got == want, std::string(buf) + ": sample_index's answer on the exact residual");
+        if (boundary) check(!ok, std::string(buf) + ": not answered");
+      }
+    }
+  }
+  // On long rows the guesses' margins (2^-15 of the masses) reach the values themselves:
+  // there only the outcomes are checked.
+  if (max_n <= 5000)
+    check(answered * 4 > tried * 3, "approximate bounded draws answer most random draws (" + std::to_string(answered) +
+                                        " of " + std::to_string(tried) + ")");
+
+  int64_t decided = 0, random_rounds = 0;
+  for (int r = 0; r < count; ++r) {
+    const int64_t k = 1 + rng.below(4);
+    const int64_t n = 2 + rng.below(max_n);
+    // Row scales: masses near 1, far from it, and beyond the range the bounds keep (2^+-120).
+    const double scales[] = {1.0, 0x1p-60, 0x1p60, 0x1p-126, 0x1p126};
+    const double sp = scales[rng.below(5)], sq = rng.below(2) ? sp : scales[rng.below(5)];
+    std::vector<float> p((k + 1) * n), q(k * n);
+    for (int64_t i = 0; i <= k; ++i) {
+      std::vector<float> v = make_row(rng, n, fills[rng.below(5)]);
+      v[rng.below(n)] = 0.5f;
+      double sum = 0.0;
+      for (float x : v) sum += x;
+      for (float& x : v) x = static_cast<float>(x * (sp / sum));
+      std::copy(v.begin(), v.end(), p.begin() + i * n);
+      if (i == k) break;
+      std::vector<float> w = make_row(rng, n, fills[rng.below(5)]);
+      w[rng.below(n)] = 0.5f;
+      sum = 0.0;
+      for (float x : w) sum += x;
+      for (float& x : w) x = static_cast<float>(x * (sq / sum));
+      std::copy(w.begin(), w.end(), q.begin() + i * n);
+    }
+    std::vector<int64_t> tokens(k);
+    for (int64_t i = 0; i < k; ++i) ref.row_argmax(q.data() + i * n, n, &tokens[i]);
+    std::vector<double> u(k + 1);
+    for (double& x : u) x = rng.uniform();
+    const int mode = static_cast<int>(rng.below(3));  // 0: p(t) = 0, u_K random; 1: u_K on a running sum; 2: u_0 on the boundary
+    const int64_t nb = sv::num_blocks(n);
+    std::vector<double> blocks(nb);
+    double P = 0, Q = 0, R = 0;
+    if (mode < 2) p[tokens[0]] = 0.0f;
+    ref.row_mass(p.data(), n, blocks.data(), &P);
+    ref.row_mass(q.data(), n, blocks.data(), &Q);
+    if (!(P > 0.0) || !(Q > 0.0)) continue;
+    if (mode == 2) {
+      const double pt = p[tokens[0]], qt = q[tokens[0]];
+      u[0] = std::min(pt * Q / (qt * P), 0x1.fffffffffffffp-1);
+      const int64_t nudge = rng.below(5) - 2;
+      for (int64_t z = 0; z < std::abs(nudge); ++z) u[0] = std::nextafter(u[0], nudge < 0 ? 0.0 : 1.0);
+    }
+    if (mode == 1) {
+      float a, b;
+      sv::residual_scales(P, Q, &a, &b);
+      std::vector<float> res(n);
+      for (int64_t v = 0; v < n; ++v) res[v] = sv::residual_value(p[v], q[v], a, b);
+      ref.row_mass(res.data(), n, blocks.data(), &R);
+      if (!(R > 0.0)) continue;
+      u[k] = boundary_uniform(rng, blocks, R, n, [&res](int64_t v) { return res[v]; });
+    }
+    const sv::Rows t_rows{p.data(), n}, d_rows{q.data(), n};
+    for (const sv::KernelTable* kt : kts) {
+      sv::KernelTable counted = *kt;
+      g_pair_counted = kt;
+      if (kt->row_mass_pair_guess != nullptr) counted.row_mass_pair_guess = counted_pair_guess;
+      if (kt->row_mass_pair != nullptr) counted.row_mass_pair = counted_pair;
+      const int64_t calls = g_pair_calls;
+      const sv::Outcome a = sv::accept_round(counted, t_rows, d_rows, tokens.data(), u.data(), k, n);
+      const bool no_pass = g_pair_calls == calls;
+      const sv::Outcome b = sv::accept_round(exact_only(*kt), t_rows, d_rows, tokens.data(), u.data(), k, n);
+      char buf[200];
+      std::snprintf(buf, sizeof buf, "%s bounded rejection round %d k=%lld n=%lld scales %a %a mode %d", kt->name, r,
+                    (long long)k, (long long)n, sp, sq, mode);
+      check(a.error == b.error && a.n_accepted == b.n_accepted && a.token == b.token, std::string(buf) + ": the exact outcome");
+      if (mode == 1 && kt->row_mass_pair_guess != nullptr) check(!no_pass, std::string(buf) + ": the canonical pass made");
+      if (mode == 0 && kt->row_block_sums != nullptr && sp == 1.0 && sq == 1.0) {
+        decided += no_pass && b.n_accepted == 0;
+        random_rounds += 1;
+      }
+    }
+  }
+  if (random_rounds >= 20)
+    check(decided * 2 > random_rounds, "bounded rejections decided without a canonical pass (" + std::to_string(decided) +
+                                           " of " + std::to_string(random_rounds) + ")");
 }
 
 // ---- Note [Bounded warping] ------------------------------------------------------------------
@@ -1778,6 +1940,8 @@ int main(int argc, char** argv) {
   mass_bound_tests(rng, kts, quick ? 4 : 20, 160000);
   bounded_sampling_tests(rng, kts, quick ? 200 : 2000, 3000);
   bounded_sampling_tests(rng, kts, quick ? 8 : 40, 160000);
+  bounded_rejection_tests(rng, kts, quick ? 150 : 1500, 3000);
+  bounded_rejection_tests(rng, kts, quick ? 6 : 30, 160000);
   bounded_warping_kernels(rng, kts);
   bounded_warping_rounds(rng, kts, quick ? 200 : 1500, 3000);
   bounded_warping_rounds(rng, kts, quick ? 6 : 30, 160000);
