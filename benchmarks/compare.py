@@ -286,6 +286,11 @@ def accept_cases(sv, paths, v, k, mem, target, draft, n_mix: int, seed: int):
     tok_rej = rej[k + 1:].argmax(-1)
     rej[0, tok_rej[0]] = 0.0
     t_rej, d_rej = rej[: k + 1], rej[k + 1:]
+    # The same with p_0 renormalised to mass 1, as a softmax row would be (Note [Bounded
+    # rejection] then draws the correction from one float32 pass where the path fuses it).
+    rej1 = rej.clone()
+    rej1[0] /= rej1[0].double().sum().float()
+    t_rej1, d_rej1 = rej1[: k + 1], rej1[k + 1:]
     # The mix: an imperfect draft, outcomes in the analytic proportions.
     sv._force_isa("")
     rounds, outcomes, law = mixed_rounds(sv, target, draft, n_mix, seed)
@@ -293,6 +298,7 @@ def accept_cases(sv, paths, v, k, mem, target, draft, n_mix: int, seed: int):
     specs = [
         ("all accepted", same, t_same, d_same, [tok_all], [k]),
         ("rejected at position 0", rej, t_rej, d_rej, [tok_rej], [0]),
+        ("rejected at 0, p_0 of mass 1", rej1, t_rej1, d_rej1, [tok_rej], [0]),
         ("imperfect draft, analytic mix", mem, target, draft, rounds, outcomes),
     ]
     for label, buf, t, d, toks, outs in specs:

@@ -493,7 +493,7 @@ const KernelTable* avx2_kernels() {
                                  f32_gather_at_least__avx2, f32_residual_store__avx2, f32_row_sum_f32__avx2,
                                  f16_widen__avx2, bf16_widen__avx2, f32_row_block_sums__avx2,
                                  f32_residual_block_sums__avx2, /*row_mass_pair_guess=*/nullptr,
-                                 fma ? f32_row_weight_sums__avx2 : nullptr};
+                                 fma ? f32_row_weight_sums__avx2 : nullptr, /*pair_block_sums=*/nullptr};
   // Every CPU with AVX2 has F16C too; both are checked all the same.
   static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
   return supported ? &table : nullptr;

@@ -496,6 +496,49 @@ SPEC_VERIFY_AVX512_KERNEL void f32_residual_block_sums__avx512(const float* p, c
   block_sums_f32_avx512(source, n, block_sum);
 }
 
+// pair_block_sums (Note [Bounded rejection]): the block sums of p, of q and of
+// max(0, p - q) in one pass, each as f32_row_block_sums__avx512 sums one row (four
+// accumulators fed groups g, g + 4, g + 8, g + 12, then (0 + 1) + (2 + 3): five float32
+// adds from a value to its sum); the difference's clamp is residual_value's at factors 1
+// (an integer max with 0). The last, shorter block goes through the one-row kernels.
+SPEC_VERIFY_AVX512_KERNEL bool f32_pair_block_sums__avx512(const float* p, const float* q, int64_t n, double* p_sum,
+                                                           double* q_sum, double* guess_sum) {
+  __m512i signs = _mm512_setzero_si512();
+  const auto reduce = [](__m512 a0, __m512 a1, __m512 a2, __m512 a3) SPEC_VERIFY_AVX512 {
+    const __m512 s = _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3));
+    const __m512d wide = _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(s)),
+                                       _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1))));
+    return _mm512_reduce_add_pd(wide);
+  };
+  int64_t b = 0, begin = 0;
+  for (; n - begin >= kMassBlock; ++b, begin += kMassBlock) {
+    __m512 ap[4], aq[4], ag[4];
+    for (int64_t g = 0; g < kMassBlock; g += 64) {
+      for (int k = 0; k < 4; ++k) {
+        __m512i x = _mm512_loadu_si512(p + begin + g + 16 * k), y = _mm512_loadu_si512(q + begin + g + 16 * k);
+        asm("" : "+v"(x), "+v"(y));  // loaded once (GCC would load them again for the difference)
+        signs = _mm512_ternarylogic_epi32(signs, x, y, 0xfe);
+        const __m512 xf = _mm512_castsi512_ps(x), yf = _mm512_castsi512_ps(y);
+        const __m512 d = _mm512_sub_ps(xf, yf);
+        const __m512 r = _mm512_castsi512_ps(_mm512_max_epi32(_mm512_castps_si512(d), _mm512_setzero_si512()));
+        ap[k] = g == 0 ? xf : _mm512_add_ps(ap[k], xf);
+        aq[k] = g == 0 ? yf : _mm512_add_ps(aq[k], yf);
+        ag[k] = g == 0 ? r : _mm512_add_ps(ag[k], r);
+      }
+    }
+    p_sum[b] = reduce(ap[0], ap[1], ap[2], ap[3]);
+    q_sum[b] = reduce(aq[0], aq[1], aq[2], aq[3]);
+    guess_sum[b] = reduce(ag[0], ag[1], ag[2], ag[3]);
+  }
+  if (begin < n) {
+    if (!f32_row_block_sums__avx512(p + begin, n - begin, p_sum + b) ||
+        !f32_row_block_sums__avx512(q + begin, n - begin, q_sum + b))
+      return false;
+    f32_residual_block_sums__avx512(p + begin, q + begin, 1.0f, 1.0f, n - begin, guess_sum + b);
+  }
+  return _mm512_cmplt_epi32_mask(signs, _mm512_setzero_si512()) == 0;
+}
+
 // Note [Half rows], sixteen at a time: vcvtph2ps (AVX-512F), and bfloat16 zero-extended and
 // shifted into the top half.
 SPEC_VERIFY_AVX512 void f16_widen__avx512(const uint16_t* h, int64_t n, float* out) {
@@ -557,7 +600,7 @@ const KernelTable* avx512_kernels() {
                                  f32_gather_at_least__avx512, f32_residual_store__avx512, f32_row_sum_f32__avx512,
                                  f16_widen__avx512, bf16_widen__avx512, f32_row_block_sums__avx512,
                                  f32_residual_block_sums__avx512, f32_row_mass_pair_guess__avx512,
-                                 f32_row_weight_sums__avx512};
+                                 f32_row_weight_sums__avx512, f32_pair_block_sums__avx512};
   static const bool supported = __builtin_cpu_supports("avx512f");
   return supported ? &table : nullptr;
 }

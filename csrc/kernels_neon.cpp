@@ -392,7 +392,7 @@ const KernelTable* neon_kernels() {
                                  f32_gather_at_least__neon, f32_residual_store__neon, f32_row_sum_f32__neon,
                                  f16_widen__neon, bf16_widen__neon, f32_row_block_sums__neon,
                                  f32_residual_block_sums__neon, /*row_mass_pair_guess=*/nullptr,
-                                 f32_row_weight_sums__neon};
+                                 f32_row_weight_sums__neon, /*pair_block_sums=*/nullptr};
   return &table;
 }
 

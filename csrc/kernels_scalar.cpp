@@ -162,7 +162,7 @@ const KernelTable& scalar_kernels() {
                                  f32_gather_at_least__scalar, f32_residual_store__scalar, f32_row_sum_f32__scalar,
                                  f16_widen__scalar, bf16_widen__scalar, f32_row_block_sums__scalar,
                                  f32_residual_block_sums__scalar, /*row_mass_pair_guess=*/nullptr,
-                                 f32_row_weight_sums__scalar};
+                                 f32_row_weight_sums__scalar, /*pair_block_sums=*/nullptr};
   return table;
 }
 

@@ -355,7 +355,12 @@ struct ProbRows {
     double* fp = at->p.blocks.data();
     double* fq = at->q.blocks.data();
     double* fg = at->r_blocks.data();
-    if (!kt.row_block_sums(p, vocab, fp) || !kt.row_block_sums(q, vocab, fq)) return BoundedStep::kUnknown;
+    // One pass with the residual guessed at factors 1 (rows of mass near 1) where the path
+    // has it, else the two rows' sums alone.
+    const bool fused = kt.pair_block_sums != nullptr;
+    if (fused ? !kt.pair_block_sums(p, q, vocab, fp, fq, fg)
+              : !kt.row_block_sums(p, vocab, fp) || !kt.row_block_sums(q, vocab, fq))
+      return BoundedStep::kUnknown;
     double p_lo = 0.0, p_hi = 0.0, q_lo = 0.0, q_hi = 0.0;
     if (!bounded_mass_range(fp, vocab, &p_lo, &p_hi) || !bounded_mass_range(fq, vocab, &q_lo, &q_hi))
       return BoundedStep::kUnknown;
@@ -373,16 +378,23 @@ struct ProbRows {
     // masses' ranges, with margins for the true factors anywhere in theirs.
     const double a_lo = static_cast<float>(1.0 / p_hi), a_hi = static_cast<float>(1.0 / p_lo);
     const double b_lo = static_cast<float>(1.0 / q_hi), b_hi = static_cast<float>(1.0 / q_lo);
-    const float ga = static_cast<float>(1.0 / *sp), gb = static_cast<float>(1.0 / *sq);
-    const double da = std::max(std::fabs(a_lo - ga), std::fabs(a_hi - ga));
-    const double db = std::max(std::fabs(b_lo - gb), std::fabs(b_hi - gb));
-    kt.residual_block_sums(p, q, ga, gb, vocab, fg);
     double* err = at->guess_err.data();
-    for (int64_t j = 0; j < num_blocks(vocab); ++j)
-      err[j] = guess_block_err(fp[j] * (1.0 + 0x1p-20), fq[j] * (1.0 + 0x1p-20), fg[j], ga, gb, da, db, a_hi, b_hi);
-    const auto guess = [p, q, ga, gb](int64_t v) { return residual_value(p[v], q[v], ga, gb); };
-    if (bounded_sample_index(fg, vocab, u_draw, guess, token, nullptr, err, true)) return BoundedStep::kRejected;
-    return BoundedStep::kUnknown;
+    const auto draw = [&](float ga, float gb) {
+      const double da = std::max(std::fabs(a_lo - ga), std::fabs(a_hi - ga));
+      const double db = std::max(std::fabs(b_lo - gb), std::fabs(b_hi - gb));
+      for (int64_t j = 0; j < num_blocks(vocab); ++j)
+        err[j] = guess_block_err(fp[j] * (1.0 + 0x1p-20), fq[j] * (1.0 + 0x1p-20), fg[j], ga, gb, da, db, a_hi, b_hi);
+      const auto guess = [p, q, ga, gb](int64_t v) { return residual_value(p[v], q[v], ga, gb); };
+      return bounded_sample_index(fg, vocab, u_draw, guess, token, nullptr, err, true);
+    };
+    // The pass's own guess first, where the factors are near 1 (else its margins decide
+    // nothing); then a pass at the middle of the factors' ranges.
+    const bool near_one = std::max({std::fabs(a_lo - 1.0), std::fabs(a_hi - 1.0), std::fabs(b_lo - 1.0),
+                                    std::fabs(b_hi - 1.0)}) < 0x1p-12;
+    if (fused && near_one && draw(1.0f, 1.0f)) return BoundedStep::kRejected;
+    const float ga = static_cast<float>(1.0 / *sp), gb = static_cast<float>(1.0 / *sq);
+    kt.residual_block_sums(p, q, ga, gb, vocab, fg);
+    return draw(ga, gb) ? BoundedStep::kRejected : BoundedStep::kUnknown;
   }
 
   Outcome read_target(int64_t i, Side* p) const {

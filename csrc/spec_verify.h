@@ -240,6 +240,12 @@ struct KernelTable {
   // kWeightSumFloor of the exact sum of row_weights' w over its block, into
   // block_sum[num_blocks(n)]; and the approximate weights themselves into w unless it is null.
   void (*row_weight_sums)(const float* x, int64_t n, float temperature, float z_max, float* w, double* block_sum);
+  // Optional: row_block_sums of p into p_sum and of q into q_sum, and residual_block_sums of
+  // p and q at factors 1 and 1 (max(0, p(v) - q(v)), one float32 subtraction) into
+  // guess_sum, in one pass (Note [Bounded rejection]); each sum within kBlockSumBound. False
+  // if it cannot vouch for both rows, as row_block_sums.
+  bool (*pair_block_sums)(const float* p, const float* q, int64_t n, double* p_sum, double* q_sum,
+                          double* guess_sum);
 };
 
 // ---- instruction sets and their selection (dispatch.cpp) --------------------------------

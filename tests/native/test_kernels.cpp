@@ -286,6 +286,31 @@ void kernel_parity(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int
         else good = !f_ok || !std::isfinite(total);
         check(good, label(*kt, "row_block_sums", n, fill, at_end, offset) + (f_ok ? " (returned true)" : " (returned false)"));
       }
+      // Note [Bounded rejection]'s one pass, where a path has it: for two rows row_mass takes,
+      // true (or false only if one holds -0.0) with the sums of p and q within the bound of
+      // their canonical block masses and those of max(0, p - q) within the bound of their
+      // exact sums; for any other pair, false or a non-finite total.
+      if (kt->pair_block_sums != nullptr) {
+        std::vector<double> fp(blocks, -1.0), fq(blocks, -1.0), fg(blocks, -1.0);
+        const bool f_ok = kt->pair_block_sums(p.data, q.data, n, fp.data(), fq.data(), fg.data());
+        double total = 0.0;
+        for (int64_t b = 0; b < blocks; ++b) total += fp[b] + fq[b];
+        bool good;
+        if (ref_mass_ok && q_ok) {
+          good = f_ok ? within_block_bound(fp, ref_blocks) && within_block_bound(fq, q_blocks)
+                      : has_negative_zero(pv) || has_negative_zero(qv);
+          for (int64_t b = 0; f_ok && b < blocks; ++b) {
+            long double e = 0.0L;  // exact enough: 64-bit significand, at most 256 terms
+            for (int64_t v = b * sv::kMassBlock; v < std::min(n, (b + 1) * sv::kMassBlock); ++v)
+              e += static_cast<long double>(sv::residual_value(p.data[v], q.data[v], 1.0f, 1.0f));
+            const bool inf_ok = std::isinf(fg[b]) && e > 0x1p127L;
+            good &= inf_ok || std::fabs(static_cast<long double>(fg[b]) - e) <= (sv::kBlockSumBound + 0x1p-45) * e;
+          }
+        } else {
+          good = !f_ok || !std::isfinite(total);
+        }
+        check(good, label(*kt, "pair_block_sums", n, fill, at_end, offset) + (f_ok ? " (returned true)" : " (returned false)"));
+      }
     }
   }
 }
