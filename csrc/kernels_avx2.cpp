@@ -324,6 +324,61 @@ SPEC_VERIFY_AVX2_KERNEL void f32_residual_block_sums__avx2(const float* p, const
   block_sums_f32_avx2(source, n, block_sum);
 }
 
+// pair_block_sums (Note [Bounded rejection]): the block sums of p, of q and of
+// max(0, p - q) in one pass, as NEON's: one accumulator of 16 lanes (two vectors) per row,
+// the 16 groups of a block in four steps of four, each step's groups added as a tree
+// ((g0 + g1) + (g2 + g3)) before the accumulator (five float32 adds from a value to its
+// lane), the lanes folded in float64. The clamp is an integer max with 0 (residual_value's
+// at factors 1); every sign bit is or-ed into `signs`. The last, shorter block goes
+// through the one-row kernels.
+SPEC_VERIFY_AVX2_KERNEL bool f32_pair_block_sums__avx2(const float* p, const float* q, int64_t n, double* p_sum,
+                                                       double* q_sum, double* guess_sum) {
+  __m256i signs = _mm256_setzero_si256();
+  const auto fold = [](const __m256* a) SPEC_VERIFY_AVX2 {
+    const __m256d w = _mm256_add_pd(_mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(a[0])),
+                                                  _mm256_cvtps_pd(_mm256_extractf128_ps(a[0], 1))),
+                                    _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(a[1])),
+                                                  _mm256_cvtps_pd(_mm256_extractf128_ps(a[1], 1))));
+    const __m128d two = _mm_add_pd(_mm256_castpd256_pd128(w), _mm256_extractf128_pd(w, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(two, _mm_unpackhi_pd(two, two)));
+  };
+  int64_t b = 0, begin = 0;
+  for (; n - begin >= kMassBlock; ++b, begin += kMassBlock) {
+    __m256 ap[2], aq[2], ag[2];
+    for (int64_t step = 0; step < 4; ++step) {
+      const int64_t v = begin + 64 * step;
+      for (int h = 0; h < 2; ++h) {  // lanes 8h..8h+7 of the four groups
+        __m256 x[4], y[4], g[4];
+        for (int j = 0; j < 4; ++j) {
+          const __m256i xi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + v + 16 * j + 8 * h));
+          const __m256i yi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + v + 16 * j + 8 * h));
+          signs = _mm256_or_si256(signs, _mm256_or_si256(xi, yi));
+          x[j] = _mm256_castsi256_ps(xi);
+          y[j] = _mm256_castsi256_ps(yi);
+          const __m256 d = _mm256_sub_ps(x[j], y[j]);
+          g[j] = _mm256_castsi256_ps(_mm256_max_epi32(_mm256_castps_si256(d), _mm256_setzero_si256()));
+        }
+        const __m256 tp = _mm256_add_ps(_mm256_add_ps(x[0], x[1]), _mm256_add_ps(x[2], x[3]));
+        const __m256 tq = _mm256_add_ps(_mm256_add_ps(y[0], y[1]), _mm256_add_ps(y[2], y[3]));
+        const __m256 tg = _mm256_add_ps(_mm256_add_ps(g[0], g[1]), _mm256_add_ps(g[2], g[3]));
+        ap[h] = step == 0 ? tp : _mm256_add_ps(ap[h], tp);
+        aq[h] = step == 0 ? tq : _mm256_add_ps(aq[h], tq);
+        ag[h] = step == 0 ? tg : _mm256_add_ps(ag[h], tg);
+      }
+    }
+    p_sum[b] = fold(ap);
+    q_sum[b] = fold(aq);
+    guess_sum[b] = fold(ag);
+  }
+  if (begin < n) {
+    if (!f32_row_block_sums__avx2(p + begin, n - begin, p_sum + b) ||
+        !f32_row_block_sums__avx2(q + begin, n - begin, q_sum + b))
+      return false;
+    f32_residual_block_sums__avx2(p + begin, q + begin, 1.0f, 1.0f, n - begin, guess_sum + b);
+  }
+  return _mm256_movemask_ps(_mm256_castsi256_ps(signs)) == 0;
+}
+
 // Note [One exp], 8 lanes.
 struct Avx2Ops {
   using F = __m256;
@@ -493,7 +548,7 @@ const KernelTable* avx2_kernels() {
                                  f32_gather_at_least__avx2, f32_residual_store__avx2, f32_row_sum_f32__avx2,
                                  f16_widen__avx2, bf16_widen__avx2, f32_row_block_sums__avx2,
                                  f32_residual_block_sums__avx2, /*row_mass_pair_guess=*/nullptr,
-                                 fma ? f32_row_weight_sums__avx2 : nullptr, /*pair_block_sums=*/nullptr};
+                                 fma ? f32_row_weight_sums__avx2 : nullptr, f32_pair_block_sums__avx2};
   // Every CPU with AVX2 has F16C too; both are checked all the same.
   static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
   return supported ? &table : nullptr;

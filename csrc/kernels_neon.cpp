@@ -237,6 +237,58 @@ void f32_residual_block_sums__neon(const float* p, const float* q, float a, floa
   block_sums_f32_neon(source, n, block_sum);
 }
 
+// pair_block_sums (Note [Bounded rejection]): the block sums of p, of q and of
+// max(0, p - q) in one pass. Three rows of 16 lanes in the 32 registers leave room for one
+// accumulator each, so the 16 groups of a block go in four steps of four, each step's groups
+// added as a tree ((g0 + g1) + (g2 + g3)) before its accumulator: five float32 adds from a
+// value to its lane, then the lanes in float64 (block_sums_f32_neon's bound). vmaxq with
+// +0.0 is residual_value's clamp at factors 1 (FMAX orders -0.0 below +0.0; a NaN fails the
+// rows anyway). The smallest value of each row is kept, as row_block_sums does; the last,
+// shorter block goes through the one-row kernels.
+bool f32_pair_block_sums__neon(const float* p, const float* q, int64_t n, double* p_sum, double* q_sum,
+                               double* guess_sum) {
+  float32x4_t smallest = vdupq_n_f32(0.0f);
+  const float32x4_t zero = vdupq_n_f32(0.0f);
+  int64_t b = 0, begin = 0;
+  for (; n - begin >= kMassBlock; ++b, begin += kMassBlock) {
+    float32x4_t ap[4], aq[4], ag[4];
+    for (int64_t step = 0; step < 4; ++step) {
+      const int64_t v = begin + 64 * step;
+      for (int i = 0; i < 4; ++i) {  // lanes 4i..4i+3 of the four groups
+        float32x4_t x[4], y[4], g[4];
+        for (int j = 0; j < 4; ++j) {
+          x[j] = vld1q_f32(p + v + 16 * j + 4 * i);
+          y[j] = vld1q_f32(q + v + 16 * j + 4 * i);
+          g[j] = vmaxq_f32(vsubq_f32(x[j], y[j]), zero);
+        }
+        smallest = vminq_f32(smallest, vminq_f32(vminq_f32(x[0], x[1]), vminq_f32(x[2], x[3])));
+        smallest = vminq_f32(smallest, vminq_f32(vminq_f32(y[0], y[1]), vminq_f32(y[2], y[3])));
+        const float32x4_t tp = vaddq_f32(vaddq_f32(x[0], x[1]), vaddq_f32(x[2], x[3]));
+        const float32x4_t tq = vaddq_f32(vaddq_f32(y[0], y[1]), vaddq_f32(y[2], y[3]));
+        const float32x4_t tg = vaddq_f32(vaddq_f32(g[0], g[1]), vaddq_f32(g[2], g[3]));
+        ap[i] = step == 0 ? tp : vaddq_f32(ap[i], tp);
+        aq[i] = step == 0 ? tq : vaddq_f32(aq[i], tq);
+        ag[i] = step == 0 ? tg : vaddq_f32(ag[i], tg);
+      }
+    }
+    const auto fold = [](const float32x4_t* a) {
+      float64x2_t wide = vdupq_n_f64(0.0);
+      for (int i = 0; i < 4; ++i) wide = vaddq_f64(wide, vaddq_f64(vcvt_f64_f32(vget_low_f32(a[i])), vcvt_high_f64_f32(a[i])));
+      return vaddvq_f64(wide);
+    };
+    p_sum[b] = fold(ap);
+    q_sum[b] = fold(aq);
+    guess_sum[b] = fold(ag);
+  }
+  if (begin < n) {
+    if (!f32_row_block_sums__neon(p + begin, n - begin, p_sum + b) ||
+        !f32_row_block_sums__neon(q + begin, n - begin, q_sum + b))
+      return false;
+    f32_residual_block_sums__neon(p + begin, q + begin, 1.0f, 1.0f, n - begin, guess_sum + b);
+  }
+  return vminvq_f32(smallest) >= 0.0f;
+}
+
 // Note [One exp], 4 lanes.
 struct NeonOps {
   using F = float32x4_t;
@@ -392,7 +444,7 @@ const KernelTable* neon_kernels() {
                                  f32_gather_at_least__neon, f32_residual_store__neon, f32_row_sum_f32__neon,
                                  f16_widen__neon, bf16_widen__neon, f32_row_block_sums__neon,
                                  f32_residual_block_sums__neon, /*row_mass_pair_guess=*/nullptr,
-                                 f32_row_weight_sums__neon, /*pair_block_sums=*/nullptr};
+                                 f32_row_weight_sums__neon, f32_pair_block_sums__neon};
   return &table;
 }
 

@@ -153,6 +153,15 @@ void bf16_widen__scalar(const uint16_t* h, int64_t n, float* out) {
   for (int64_t v = 0; v < n; ++v) out[v] = bf16_value(h[v]);
 }
 
+// pair_block_sums (Note [Bounded rejection]) as its three one-row passes: the reference
+// has no pass to save, but the instruction budgets count it beside NEON's.
+bool f32_pair_block_sums__scalar(const float* p, const float* q, int64_t n, double* p_sum, double* q_sum,
+                                 double* guess_sum) {
+  if (!f32_row_block_sums__scalar(p, n, p_sum) || !f32_row_block_sums__scalar(q, n, q_sum)) return false;
+  f32_residual_block_sums__scalar(p, q, 1.0f, 1.0f, n, guess_sum);
+  return true;
+}
+
 }  // namespace
 
 const KernelTable& scalar_kernels() {
@@ -162,7 +171,7 @@ const KernelTable& scalar_kernels() {
                                  f32_gather_at_least__scalar, f32_residual_store__scalar, f32_row_sum_f32__scalar,
                                  f16_widen__scalar, bf16_widen__scalar, f32_row_block_sums__scalar,
                                  f32_residual_block_sums__scalar, /*row_mass_pair_guess=*/nullptr,
-                                 f32_row_weight_sums__scalar, /*pair_block_sums=*/nullptr};
+                                 f32_row_weight_sums__scalar, f32_pair_block_sums__scalar};
   return table;
 }
 

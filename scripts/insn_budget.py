@@ -14,6 +14,7 @@ attributes to kernels_neon.o or kernels_scalar.o), per element of the rows read:
     float32 sum     1           <= 0.85       >= 4x fewer   (Note [Mass bounds])
     block sums      1           <= 0.95       >= 4x fewer   (Note [Bounded sampling])
     residual sums   2 (p, q)    <= 2.00       >= 2x fewer   (Note [Bounded sampling])
+    pair sums       2 (p, q)    <= 3.00       >= 2x fewer   (Note [Bounded rejection])
     row weights     1 (logits)  <= 11.25      >= 4x fewer
     weight sums     1 (logits)  <= 9.60       >= 4x fewer   (Note [Bounded warping])
     keep at least   1 (weights) <= 5.00       >= 3x fewer
@@ -40,7 +41,13 @@ is the residual plus its stores, about 7 instructions per 16 values more than th
 alone as GCC schedules it; the float32 sum (0.69) is four adds, four mins and a load of 16
 values, with the loop. The float32 block sums of Note [Bounded sampling] (0.86 and 1.90) are
 the float32 sum and the residual without float64 lanes, plus each block's fold of 16
-float32 lanes into float64 (about 0.2 a value for the row's, where the loop does little else). Half rows (Note [Half
+float32 lanes into float64 (about 0.2 a value for the row's, where the loop does little else).
+The pair sums of Note [Bounded rejection] (2.87) do in one pass what block sums of p and
+of q and the residual's at factors 1 do in three (0.86 + 0.86 + 1.90 = 3.62): per 16 values
+of each row, eight loads (three rows of 16 lanes leave no registers for four-register
+loads), a subtraction and a clamp per vector, eight mins for the validation, and twelve
+adds (three trees of four groups, then three accumulators), about 36 instructions, with the
+loop and the folds of three blocks. Half rows (Note [Half
 rows]) are widened eight values at a time (a load, two conversions or shifts, two stores)
 into an L1 buffer the float32 kernel then reads (0.875 instructions per value): the
 budgets are the float32 kernel's plus that, plus a little for the per-chunk calls (the
@@ -68,6 +75,7 @@ CXX_PACKAGE = "g++" if NATIVE else "g++-aarch64-linux-gnu"
 BUDGETS = {"argmax": (0.80, 4.0), "mass": (1.75, 2.0), "residual": (2.50, 2.0),
            "residual_store": (2.95, 2.0), "sum_f32": (0.85, 4.0),
            "block_sums": (0.95, 4.0), "residual_block_sums": (2.00, 2.0),
+           "pair_block_sums": (3.00, 2.0),
            "weights": (11.25, 4.0), "weight_sums": (9.60, 4.0), "keep": (5.00, 3.0),
            "gather": (2.85, 3.0),
            "widen_f16": (1.00, 2.0), "widen_bf16": (1.00, 2.0), "argmax_bf16": (1.60, 2.0),

@@ -1,7 +1,7 @@
 // Calls one kernel of one path on rows of V elements, a given number of times, so that
 // the instructions executed inside the kernel files can be counted under qemu
 // (scripts/insn_budget.py). Usage: kernel_calls KERNEL PATH V REPS, KERNEL one of argmax, mass,
-// residual, residual_store, sum_f32, block_sums, residual_block_sums, weights, weight_sums, keep, gather, and for half rows (Note [Half rows]) widen_f16, widen_bf16,
+// residual, residual_store, sum_f32, block_sums, residual_block_sums, pair_block_sums, weights, weight_sums, keep, gather, and for half rows (Note [Half rows]) widen_f16, widen_bf16,
 // argmax_bf16 and mass_f16 (a half row through typed_argmax / typed_mass).
 #include <cmath>
 #include <cstdint>
@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
     s = s * 1664525u + 1013904223u;
     q[v] = static_cast<float>(s >> 8) * 0x1.0p-24f;
   }
-  std::vector<double> blocks(sv::num_blocks(n));
+  std::vector<double> blocks(sv::num_blocks(n)), blocks_q(sv::num_blocks(n)), blocks_g(sv::num_blocks(n));
   double P = 0, Q = 0, R = 0;
   sv::scalar_kernels().row_mass(p.data(), n, blocks.data(), &P);
   sv::scalar_kernels().row_mass(q.data(), n, blocks.data(), &Q);
@@ -103,6 +103,9 @@ int main(int argc, char** argv) {
     } else if (kernel == "residual_block_sums") {
       kt.residual_block_sums(p.data(), q.data(), a, b, n, blocks.data());
       sink += blocks[0];
+    } else if (kernel == "pair_block_sums") {
+      kt.pair_block_sums(p.data(), q.data(), n, blocks.data(), blocks_q.data(), blocks_g.data());
+      sink += blocks[0] + blocks_q[0] + blocks_g[0];
     } else if (kernel == "widen_f16") {
       kt.widen_f16(p_f16.data(), n, out.data());
       sink += out[n - 1];
