@@ -97,10 +97,13 @@ constexpr double kBlockSumBound = 0x1p-21;
 // (guess_block_err, sample_index.h, from the blocks' float32 sums of p and q), so every
 // block sum is known within that absolute margin, and bounded_sample_index's `approximate`
 // mode scans the chosen block on the guessed values with the block's whole margin: an answer
-// is the canonical draw's. So a decided rejection costs two float32 reads of p and q (four
-// row reads) and one block, none widened; anything uncertain (about 2^-19 of the total mass
-// near a comparison) goes on to the exact pass, as does a position the guess calls likely
-// accepted (Note [Mass bounds]'s float32 sums first).
+// is the canonical draw's. Where a path has pair_block_sums, the first pass also sums the
+// residual at factors 1 (max(0, p - q)), the guess that serves rows of mass near 1 (softmax
+// rows: |a - 1| and |b - 1| about 2^-20) without a second pass; otherwise, or if that draw
+// is not certain, the second pass guesses the middle of the ranges. So a decided rejection
+// costs one or two float32 reads of p and q and one block, none widened; anything uncertain
+// (about 2^-19 of the masses near a comparison) goes on to the exact pass, as does a
+// position the guess calls likely accepted (Note [Mass bounds]'s float32 sums first).
 // row_mass_pair_guess's sums sum each block in one float32 accumulator per lane (16 adds):
 // within gamma_15 < 2^-20.
 constexpr double kGuessSumBound = 0x1p-20;
