@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "exp_f32.h"
@@ -779,11 +780,198 @@ Outcome block_round(const KernelTable& kt, const Reader& rows, bool one_hot, con
   return emitted(end->index, draw_residual(*end, u[k], vocab));
 }
 
+// ---- Note [Bounded blocks] ------------------------------------------------------------------
+
+// An interval [lo, hi] that holds a float64 value the exact round computes. pad() widens one
+// made by a monotone real function of bounds, for the handful of float64 roundings the
+// exact computation and the bound's own make on the way (each 2^-53; 2^-48 covers 32).
+struct Range {
+  double lo, hi;
+  bool exact() const { return lo == hi; }
+};
+Range pad(double lo, double hi) { return Range{lo * (1.0 - 0x1p-48), hi * (1.0 + 0x1p-48)}; }
+
+struct BlockScratch {
+  std::vector<double> fp, fq, fg, err;  // per position: block sums of p and q, guessed residual sums, margins
+  std::vector<Range> P, Q, rho;
+  std::vector<float> ga, gb;
+  void fit(int64_t k, int64_t nb) {
+    const auto size = static_cast<size_t>((k + 1) * nb);
+    for (auto* v : {&fp, &fq, &fg, &err})
+      if (v->size() < size) v->resize(size);
+    if (P.size() < static_cast<size_t>(k + 1)) {
+      P.resize(k + 1);
+      Q.resize(k + 1);
+      rho.resize(k + 1);
+      ga.resize(k + 1);
+      gb.resize(k + 1);
+    }
+  }
+};
+
+// Block verification (Note [Block verification]) on float32 probability rows from float32
+// block sums alone, where every decision is certain (Note [Bounded blocks]); false:
+// nothing decided (block_round decides it exactly, and reports any malformed row).
+bool bounded_block_round(const KernelTable& kt, const ProbRows& rows, bool one_hot, const int64_t* tokens,
+                         const double* u, int64_t k, int64_t vocab, Outcome* out) {
+  if (kt.row_block_sums == nullptr || kt.residual_block_sums == nullptr || rows.target.type != Elem::kF32 ||
+      (!one_hot && rows.draft.type != Elem::kF32) || k < 1)
+    return false;
+  thread_local BlockScratch s;
+  const int64_t nb = num_blocks(vocab);
+  s.fit(k, nb);
+  constexpr double kLow = 0x1p-120, kHigh = 0x1p120;
+  const auto p_row = [&](int64_t n) { return static_cast<const float*>(rows.target.row(n).data); };
+  const auto q_row = [&](int64_t n) { return static_cast<const float*>(rows.draft.row(n).data); };
+  // The bounds of P_n (and Q_n): false if a row cannot be vouched for or its mass leaves
+  // [2^-120, 2^120] (where the residual's power of two stays 0).
+  const auto read = [&](int64_t n, bool with_q) {
+    double* fp = &s.fp[n * nb];
+    if (!kt.row_block_sums(p_row(n), vocab, fp) || !bounded_mass_range(fp, vocab, &s.P[n].lo, &s.P[n].hi) ||
+        !(s.P[n].lo >= kLow) || !(s.P[n].hi <= kHigh))
+      return false;
+    if (!with_q) return true;
+    double* fq = &s.fq[n * nb];
+    return kt.row_block_sums(q_row(n), vocab, fq) && bounded_mass_range(fq, vocab, &s.Q[n].lo, &s.Q[n].hi) &&
+           s.Q[n].lo >= kLow && s.Q[n].hi <= kHigh;
+  };
+  // The residual max(0, rho p_n / P_n - q_n / Q_n) as r' at factors a = 1 / fl(P / rho),
+  // b = 1 / Q (residual_scales with s = 0), summed at factors guessed from the middles of
+  // the ranges, with guess_block_err's margins for the true ones; z gets its mass's range.
+  const auto residual = [&](int64_t n, Range r, Range* z) {
+    const Range x{s.P[n].lo / r.hi, s.P[n].hi / r.lo};  // fl(P / rho), monotone in both
+    if (!(x.lo >= kLow) || !(x.hi <= kHigh)) return false;
+    const double a_lo = static_cast<float>(1.0 / x.hi), a_hi = static_cast<float>(1.0 / x.lo);
+    const double b_lo = static_cast<float>(1.0 / s.Q[n].hi), b_hi = static_cast<float>(1.0 / s.Q[n].lo);
+    const float ga = static_cast<float>(1.0 / (0.5 * (x.lo + x.hi)));
+    const float gb = static_cast<float>(1.0 / (0.5 * (s.Q[n].lo + s.Q[n].hi)));
+    const double da = std::max(std::fabs(a_lo - ga), std::fabs(a_hi - ga));
+    const double db = std::max(std::fabs(b_lo - gb), std::fabs(b_hi - gb));
+    double* fg = &s.fg[n * nb];
+    double* err = &s.err[n * nb];
+    kt.residual_block_sums(p_row(n), q_row(n), ga, gb, vocab, fg);
+    for (int64_t j = 0; j < nb; ++j)
+      err[j] = guess_block_err(s.fp[n * nb + j] * (1.0 + 0x1p-20), s.fq[n * nb + j] * (1.0 + 0x1p-20), fg[j], ga, gb,
+                               da, db, a_hi, b_hi);
+    s.ga[n] = ga;
+    s.gb[n] = gb;
+    return bounded_mass_range(fg, vocab, &z->lo, &z->hi, err);
+  };
+  // rho_{n+1} from rho_n (next_rho): 0 and 1 exactly where its branches make them.
+  const auto next = [&](int64_t n, Range r, Range* out_rho) {
+    const double pt = p_row(n)[tokens[n]];
+    if ((r.exact() && r.hi == 0.0) || pt == 0.0) {
+      *out_rho = Range{0.0, 0.0};
+      return true;
+    }
+    if (!(r.lo > 0.0)) return false;  // rho may be 0 or not: the branch is not known
+    Range v;
+    if (one_hot) {
+      v = pad(r.lo * (pt / s.P[n].hi), r.hi * (pt / s.P[n].lo));
+    } else {
+      const double qt = q_row(n)[tokens[n]];
+      if (qt == 0.0) {
+        *out_rho = Range{1.0, 1.0};
+        return true;
+      }
+      v = pad(r.lo * ((pt * s.Q[n].lo) / (qt * s.P[n].hi)), r.hi * ((pt * s.Q[n].hi) / (qt * s.P[n].lo)));
+    }
+    *out_rho = Range{std::min(1.0, v.lo), std::min(1.0, v.hi)};
+    return true;
+  };
+
+  if (!read(0, !one_hot)) return false;
+  int64_t tau = 0;
+  Range rho{1.0, 1.0};
+  s.rho[0] = rho;
+  if (!next(0, rho, &rho)) return false;
+  for (int64_t n = 1; n < k; ++n) {
+    if (!read(n, !one_hot)) return false;
+    // Z_n, then h_n = Z_n / (Z_n + 1 - rho_n) (1 if the denominator is 0).
+    Range z{0.0, 0.0};
+    if (rho.exact() && rho.hi == 0.0) {
+      // rho = 0: Z = 0 without a pass.
+    } else if (one_hot) {
+      const double pt = p_row(n)[tokens[n]];
+      z = pad(rho.lo * (std::max(0.0, s.P[n].lo - pt) / s.P[n].lo), rho.hi * (std::max(0.0, s.P[n].hi - pt) / s.P[n].hi));
+    } else if (rho.hi < 0x1p-200) {
+      // taken as 0 (block_z)
+    } else if (!(rho.lo >= 0x1p-200) || !residual(n, rho, &z)) {
+      return false;
+    }
+    const Range c{1.0 - rho.hi, 1.0 - rho.lo};  // fl(1 - rho), monotone
+    Range h;
+    if (z.exact() && z.hi == 0.0 && c.lo > 0.0) {
+      h = Range{0.0, 0.0};
+    } else if (c.lo > 0.0 || z.lo > 0.0) {
+      // z / (z + c): increasing in z, decreasing in c.
+      const double lo = z.lo > 0.0 ? z.lo / (z.lo + c.hi) : 0.0;
+      h = pad(lo, z.hi / (z.hi + c.lo));
+    } else {
+      return false;  // the denominator may be 0
+    }
+    const double un = u[n - 1];
+    if (un < h.lo) {
+      tau = n;
+      s.rho[n] = rho;
+    } else if (!(un >= h.hi)) {
+      return false;
+    }
+    if (!next(n, rho, &rho)) return false;
+  }
+  // Row K: its draw with h_K = rho_K, else the correction at tau.
+  if (!read(k, false)) return false;
+  const double uk = u[k - 1];
+  int64_t token = -1;
+  if (uk < rho.lo) {
+    const float* x = p_row(k);
+    if (!bounded_sample_index(&s.fp[k * nb], vocab, u[k], [x](int64_t v) { return x[v]; }, &token)) return false;
+    *out = emitted(k, token);
+    return true;
+  }
+  if (!(uk >= rho.hi)) return false;
+  const float* p = p_row(tau);
+  if (one_hot) {  // p_tau without t_tau: its block summed again with t as +0.0 (draw_without)
+    const int64_t t = tokens[tau];
+    double* blocks = &s.fp[tau * nb];
+    const int64_t b = t / kMassBlock, begin = b * kMassBlock;
+    const int64_t len = std::min(kMassBlock, vocab - begin);
+    float block[kMassBlock];
+    std::copy(p + begin, p + begin + len, block);
+    block[t - begin] = 0.0f;
+    kt.row_block_sums(block, len, &blocks[b]);
+    double rest = -1.0;
+    if (bounded_sample_index(blocks, vocab, u[k], [p, t](int64_t v) { return v == t ? 0.0f : p[v]; }, &token, &rest)) {
+      *out = emitted(tau, token);
+      return true;
+    }
+    if (rest == 0.0) {  // nothing but t has mass: draw_without's answer
+      *out = emitted(tau, t);
+      return true;
+    }
+    return false;
+  }
+  Range z;
+  if (tau == 0 && !residual(0, Range{1.0, 1.0}, &z)) return false;  // tau >= 1: summed for Z_tau
+  const float* q = q_row(tau);
+  const float ga = s.ga[tau], gb = s.gb[tau];
+  if (!bounded_sample_index(&s.fg[tau * nb], vocab, u[k],
+                            [p, q, ga, gb](int64_t v) { return residual_value(p[v], q[v], ga, gb); }, &token, nullptr,
+                            &s.err[tau * nb], true))
+    return false;
+  *out = emitted(tau, token);
+  return true;
+}
+
 template <class Reader>
 Outcome verify_round(const KernelTable& kt, const Reader& rows, bool one_hot, const int64_t* tokens,
                      const double* u, int64_t k, int64_t vocab, Method method) {
-  return method == Method::kBlock ? block_round(kt, rows, one_hot, tokens, u, k, vocab)
-                                  : token_round(kt, rows, one_hot, tokens, u, k, vocab);
+  if (method == Method::kToken) return token_round(kt, rows, one_hot, tokens, u, k, vocab);
+  if constexpr (std::is_same_v<Reader, ProbRows>) {
+    Outcome out;
+    if (bounded_block_round(kt, rows, one_hot, tokens, u, k, vocab, &out)) return out;
+  }
+  return block_round(kt, rows, one_hot, tokens, u, k, vocab);
 }
 
 // Warp scratch of sample_round, reused across calls on the same thread.

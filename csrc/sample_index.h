@@ -12,6 +12,7 @@
 // The result always has r(v) > 0. Scalar code, shared by every instruction set.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 
@@ -233,16 +234,20 @@ namespace spec_verify {
 // block_err as for bounded_sample_index (optional). The canonical total is within d of the
 // sum of the F, relatively, plus the sum of the block_err taken 2^-20 larger; the bound is
 // taken 2^-40 larger again for its own roundings. False if the F give no finite bound.
-// bounded_mass_range: both bounds, without block_err.
+// bounded_mass_range: both bounds.
 // The canonical total lies in [*lower, *upper] (*lower >= 0).
-inline bool bounded_mass_range(const double* block_sum, int64_t n, double* lower, double* upper) {
+inline bool bounded_mass_range(const double* block_sum, int64_t n, double* lower, double* upper,
+                               const double* block_err = nullptr) {
   const int64_t blocks = num_blocks(n);
   const double d = block_sums_margin(blocks);
-  double total = 0.0;
+  double total = 0.0, total_err = 0.0;
   for (int64_t b = 0; b < blocks; ++b) total += block_sum[b];
-  const double hi = (total + total * d) * (1.0 + 0x1p-40);
+  if (block_err != nullptr)
+    for (int64_t b = 0; b < blocks; ++b) total_err += block_err[b];
+  total_err *= 1.0 + 0x1p-20;
+  const double hi = (total + total * d + total_err * (1.0 + d)) * (1.0 + 0x1p-40);
   if (!(total >= 0.0) || !(hi <= std::numeric_limits<double>::max())) return false;
-  *lower = (total - total * d) * (1.0 - 0x1p-40);
+  *lower = std::max(0.0, (total - total * d - total_err * (1.0 + d)) * (1.0 - 0x1p-40));
   *upper = hi;
   return true;
 }

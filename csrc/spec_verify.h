@@ -332,6 +332,23 @@ Outcome verify_greedy_round(const KernelTable& kt, Rows target, const int64_t* t
 // below 2^-200). One-hot drafts: rho_n = min(1, rho_{n-1} p_{n-1}(t_{n-1})),
 // Z_n = rho_n (1 - p_n(t_n)) and the residual is p_tau without t_tau. The round reads
 // every row (no early exit), keeps K+1 uniforms, and its law is the target's.
+//
+// Note [Bounded blocks]
+// Block verification reads every row and used to read each exactly: the canonical P_n,
+// Q_n, the residual's mass Z_n at every position, the last row's masses. Like Note [Bounded
+// rejection], each of them is needed only through comparisons. On float32 probability rows
+// the round is first run on intervals: P_n and Q_n from float32 block sums
+// (bounded_mass_range); rho_n, Z_n and h_n as ranges of the real functions the exact code
+// rounds (rho monotone in P and Q, h = Z / (Z + 1 - rho) increasing in Z and rho), each
+// widened by 2^-48 for the float64 roundings of both sides; Z_n from the residual summed
+// at factors guessed from the ranges, with guess_block_err's margins (bounded_mass_range
+// with block errors); 0 and 1 where the exact code's branches make them so exactly
+// (rho = 0, p(t) = 0, q(t) = 0, rho < 2^-200). Each u_{n-1} < h_n must be certain, and so
+// must u_{K-1} < rho_K; the last draw (row K, or the residual at tau, or p_tau without
+// t_tau) is bounded_sample_index's. If anything is not certain, or a row cannot be vouched
+// for, block_round runs on the canonical masses from the start, so every result keeps its
+// bits. A round then costs a float32 read of every row, one of the residual at positions
+// 1..K-1 (and at 0 if tau = 0), and the draw's block.
 enum class Method : int { kToken = 0, kBlock = 1 };
 
 // Rejection sampling with the given uniforms u[0..k] (each in [0, 1)); draft.data ==

@@ -1430,6 +1430,122 @@ void bounded_rejection_tests(Rng& rng, const std::vector<const sv::KernelTable*>
                                            " of " + std::to_string(random_rounds) + ")");
 }
 
+// ---- Note [Bounded blocks] ---------------------------------------------------------------------
+
+// A table whose canonical row passes count their calls: a block round Note [Bounded blocks]
+// decides makes none.
+const sv::KernelTable* g_mass_counted = nullptr;
+int64_t g_mass_calls = 0;
+bool counted_row_mass(const float* row, int64_t n, double* blocks, double* mass) {
+  ++g_mass_calls;
+  return g_mass_counted->row_mass(row, n, blocks, mass);
+}
+bool counted_row_mass_pair(const float* p, const float* q, int64_t n, double* pb, double* qb, double* pm, double* qm) {
+  ++g_mass_calls;
+  return g_mass_counted->row_mass_pair(p, q, n, pb, qb, pm, qm);
+}
+
+// Block rounds (with draft rows and one-hot) from float32 bounds against block_round on the
+// canonical masses, on every path: at random uniforms, and at the boundaries of each
+// uniform's effect found by bisection on the exact round (the two adjacent doubles where
+// its outcome changes, and a few ulps around them), where the bounds must fall back.
+void bounded_block_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int count, int64_t max_n) {
+  const int fills[] = {kUniform, kSpiky, kSparse, kDenormal, kTies};
+  int64_t decided = 0, random_rounds = 0, boundaries = 0;
+  for (int r = 0; r < count; ++r) {
+    const int64_t k = 1 + rng.below(5);
+    const int64_t n = 2 + rng.below(max_n);
+    const double scales[] = {1.0, 1.0, 0x1p-30, 0x1p40, 0x1p-126};
+    const double sp = scales[rng.below(5)], sq = rng.below(2) ? sp : scales[rng.below(5)];
+    std::vector<float> p((k + 1) * n), q(k * n);
+    for (int64_t i = 0; i <= k; ++i) {
+      for (int side = 0; side < (i < k ? 2 : 1); ++side) {
+        std::vector<float> v = make_row(rng, n, fills[rng.below(5)]);
+        v[rng.below(n)] = 0.5f;
+        double sum = 0.0;
+        for (float x : v) sum += x;
+        const double scale = side == 0 ? sp : sq;
+        for (float& x : v) x = static_cast<float>(x * (scale / sum));
+        std::copy(v.begin(), v.end(), (side == 0 ? p.begin() + i * n : q.begin() + i * n));
+      }
+    }
+    // Drafts that often pass: the draft row's argmax, or a random token.
+    std::vector<int64_t> tokens(k);
+    for (int64_t i = 0; i < k; ++i) {
+      if (rng.below(3)) sv::scalar_kernels().row_argmax(q.data() + i * n, n, &tokens[i]);
+      else tokens[i] = rng.below(n);
+    }
+    const sv::Rows t_rows{p.data(), n}, d_rows{q.data(), n}, none{nullptr, 0};
+    for (const sv::Rows& dr : {d_rows, none}) {
+      std::vector<double> u(k + 1);
+      for (double& x : u) x = rng.uniform();
+      for (const sv::KernelTable* kt : kts) {
+        const sv::KernelTable exact = exact_only(*kt);
+        sv::KernelTable counted = *kt;
+        g_mass_counted = kt;
+        counted.row_mass = counted_row_mass;
+        if (kt->row_mass_pair != nullptr) counted.row_mass_pair = counted_row_mass_pair;
+        const auto same = [&](const std::vector<double>& uu, const char* what) {
+          const int64_t calls = g_mass_calls;
+          const sv::Outcome a = sv::accept_round(counted, t_rows, dr, tokens.data(), uu.data(), k, n, sv::Method::kBlock);
+          const sv::Outcome b = sv::accept_round(exact, t_rows, dr, tokens.data(), uu.data(), k, n, sv::Method::kBlock);
+          char buf[220];
+          std::snprintf(buf, sizeof buf, "%s bounded block round %d k=%lld n=%lld %s scales %a %a, %s", kt->name, r,
+                        (long long)k, (long long)n, dr.data ? "draft rows" : "one-hot", sp, sq, what);
+          check(a.error == b.error && a.n_accepted == b.n_accepted && a.token == b.token,
+                std::string(buf) + ": the exact outcome");
+          return g_mass_calls == calls;
+        };
+        const bool no_pass = same(u, "random uniforms");
+        if (sp == 1.0 && sq == 1.0 && kt->row_block_sums != nullptr) {
+          decided += no_pass;
+          random_rounds += 1;
+        }
+        if (kt != kts.front()) continue;  // boundaries once per round (they are searched with the exact round)
+        // One uniform's boundary: bisect between 0 and just below 1 where the outcome differs.
+        const int64_t j = rng.below(k + 1);
+        std::vector<double> lo = u, hi = u;
+        lo[j] = 0.0;
+        hi[j] = 0x1.fffffffffffffp-1;
+        const auto outcome = [&](const std::vector<double>& uu) {
+          const sv::Outcome o = sv::accept_round(exact, t_rows, dr, tokens.data(), uu.data(), k, n, sv::Method::kBlock);
+          return std::make_pair(o.n_accepted, o.token);
+        };
+        if (outcome(lo) == outcome(hi)) continue;
+        for (int it = 0; it < 80 && std::nextafter(lo[j], 1.0) < hi[j]; ++it) {
+          std::vector<double> mid = lo;
+          mid[j] = 0.5 * (lo[j] + hi[j]);
+          (outcome(mid) == outcome(lo) ? lo : hi) = mid;
+        }
+        boundaries += 1;
+        for (const sv::KernelTable* kb : kts) {
+          counted = *kb;
+          g_mass_counted = kb;
+          counted.row_mass = counted_row_mass;
+          if (kb->row_mass_pair != nullptr) counted.row_mass_pair = counted_row_mass_pair;
+          const sv::KernelTable exact_b = exact_only(*kb);
+          for (int z = -2; z <= 2; ++z) {
+            std::vector<double> uu = z <= 0 ? lo : hi;
+            for (int w = 0; w < std::abs(z) - (z > 0 ? 1 : 0); ++w) uu[j] = std::nextafter(uu[j], z < 0 ? 0.0 : 1.0);
+            uu[j] = std::min(uu[j], 0x1.fffffffffffffp-1);
+            const sv::Outcome a = sv::accept_round(counted, t_rows, dr, tokens.data(), uu.data(), k, n, sv::Method::kBlock);
+            const sv::Outcome b = sv::accept_round(exact_b, t_rows, dr, tokens.data(), uu.data(), k, n, sv::Method::kBlock);
+            char buf[220];
+            std::snprintf(buf, sizeof buf, "%s bounded block round %d k=%lld n=%lld %s, u_%lld at a boundary %+d", kb->name,
+                          r, (long long)k, (long long)n, dr.data ? "draft rows" : "one-hot", (long long)j, z);
+            check(a.error == b.error && a.n_accepted == b.n_accepted && a.token == b.token,
+                  std::string(buf) + ": the exact outcome");
+          }
+        }
+      }
+    }
+  }
+  if (random_rounds >= 20)
+    check(decided * 2 > random_rounds, "bounded block rounds decided without a canonical pass (" +
+                                           std::to_string(decided) + " of " + std::to_string(random_rounds) + ")");
+  check(boundaries > count / 4, "block round boundaries searched (" + std::to_string(boundaries) + ")");
+}
+
 // ---- Note [Bounded warping] ------------------------------------------------------------------
 
 // exp_approx against exp_nonpositive (both scalar; the SIMD paths round less, being fused or
@@ -1967,6 +2083,8 @@ int main(int argc, char** argv) {
   bounded_sampling_tests(rng, kts, quick ? 8 : 40, 160000);
   bounded_rejection_tests(rng, kts, quick ? 150 : 1500, 3000);
   bounded_rejection_tests(rng, kts, quick ? 6 : 30, 160000);
+  bounded_block_tests(rng, kts, quick ? 100 : 1000, 3000);
+  bounded_block_tests(rng, kts, quick ? 4 : 20, 160000);
   bounded_warping_kernels(rng, kts);
   bounded_warping_rounds(rng, kts, quick ? 200 : 1500, 3000);
   bounded_warping_rounds(rng, kts, quick ? 6 : 30, 160000);
