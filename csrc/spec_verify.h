@@ -100,7 +100,8 @@ constexpr double kBlockSumBound = 0x1p-21;
 // is the canonical draw's. Where a path has pair_block_sums, the first pass also sums the
 // residual at factors 1 (max(0, p - q)), the guess that serves rows of mass near 1 (softmax
 // rows: |a - 1| and |b - 1| about 2^-20) without a second pass; otherwise, or if that draw
-// is not certain, the second pass guesses the middle of the ranges. So a decided rejection
+// is not certain, the second pass guesses the middle of the ranges (and the thread's next
+// rejections take the two rows' sums alone until a rejection's rows are near mass 1). So a decided rejection
 // costs one or two float32 reads of p and q and one block, none widened; anything uncertain
 // (about 2^-19 of the masses near a comparison) goes on to the exact pass, as does a
 // position the guess calls likely accepted (Note [Mass bounds]'s float32 sums first).
