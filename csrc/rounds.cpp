@@ -172,6 +172,27 @@ double residual_mass_ceiling(float a, double x_mass, int64_t n) {
   return static_cast<double>(a) * x_mass * (1.0 + 0x1p-20 + nd * 0x1p-50) + nd * 0x1p-149;
 }
 
+// Note [Bounded sampling]: draw_without's answer (row x without token t, uniform u) from the
+// row's float32 block sums `blocks` (row_block_sums), t's block summed again with t as
+// +0.0 (overwritten in blocks), if certain; false: nothing decided.
+bool bounded_draw_without(const KernelTable& kt, const float* x, int64_t vocab, int64_t t, double u, double* blocks,
+                          int64_t* token) {
+  const int64_t b = t / kMassBlock, begin = b * kMassBlock;
+  const int64_t len = std::min(kMassBlock, vocab - begin);
+  float block[kMassBlock];
+  std::copy(x + begin, x + begin + len, block);
+  block[t - begin] = 0.0f;
+  kt.row_block_sums(block, len, &blocks[b]);
+  double rest = -1.0;
+  if (bounded_sample_index(blocks, vocab, u, [x, t](int64_t v) { return v == t ? 0.0f : x[v]; }, token, &rest))
+    return true;
+  if (rest == 0.0) {  // nothing but t has mass: draw_without's answer
+    *token = t;
+    return true;
+  }
+  return false;
+}
+
 // What a float32 pass decided at a one-hot position (ProbRows::bounded_one_hot).
 enum class BoundedStep { kNone, kUnknown, kAccepted, kRejected };
 
@@ -322,20 +343,7 @@ struct ProbRows {
       ++t_bounded_fallbacks;
       return BoundedStep::kUnknown;
     }
-    // Rejected: p without t, its block summed again with t as +0.0 (as draw_without does).
-    const int64_t b = t / kMassBlock, begin = b * kMassBlock;
-    const int64_t len = std::min(kMassBlock, vocab - begin);
-    float block[kMassBlock];
-    std::copy(x + begin, x + begin + len, block);
-    block[t - begin] = 0.0f;
-    kt.row_block_sums(block, len, &blocks[b]);
-    double rest = -1.0;
-    if (bounded_sample_index(blocks, vocab, u_draw, [x, t](int64_t v) { return v == t ? 0.0f : x[v]; }, token, &rest))
-      return BoundedStep::kRejected;
-    if (rest == 0.0) {  // nothing but t has mass: draw_without's answer
-      *token = t;
-      return BoundedStep::kRejected;
-    }
+    if (bounded_draw_without(kt, x, vocab, t, u_draw, blocks, token)) return BoundedStep::kRejected;
     ++t_bounded_fallbacks;
     return BoundedStep::kUnknown;
   }
@@ -934,25 +942,10 @@ bool bounded_block_round(const KernelTable& kt, const ProbRows& rows, bool one_h
   }
   if (!(uk >= rho.hi)) return false;
   const float* p = p_row(tau);
-  if (one_hot) {  // p_tau without t_tau: its block summed again with t as +0.0 (draw_without)
-    const int64_t t = tokens[tau];
-    double* blocks = &s.fp[tau * nb];
-    const int64_t b = t / kMassBlock, begin = b * kMassBlock;
-    const int64_t len = std::min(kMassBlock, vocab - begin);
-    float block[kMassBlock];
-    std::copy(p + begin, p + begin + len, block);
-    block[t - begin] = 0.0f;
-    kt.row_block_sums(block, len, &blocks[b]);
-    double rest = -1.0;
-    if (bounded_sample_index(blocks, vocab, u[k], [p, t](int64_t v) { return v == t ? 0.0f : p[v]; }, &token, &rest)) {
-      *out = emitted(tau, token);
-      return true;
-    }
-    if (rest == 0.0) {  // nothing but t has mass: draw_without's answer
-      *out = emitted(tau, t);
-      return true;
-    }
-    return false;
+  if (one_hot) {  // p_tau without t_tau
+    if (!bounded_draw_without(kt, p, vocab, tokens[tau], u[k], &s.fp[tau * nb], &token)) return false;
+    *out = emitted(tau, token);
+    return true;
   }
   Range z;
   if (tau == 0 && !residual(0, Range{1.0, 1.0}, &z)) return false;  // tau >= 1: summed for Z_tau
