@@ -577,8 +577,54 @@ struct LogitRows {
   BoundedStep bounded_one_hot(int64_t, int64_t, double, double, Side*, double*, int64_t*) const {
     return BoundedStep::kNone;
   }
-  BoundedStep bounded_pair(int64_t, int64_t, double, double, Position*, double*, double*, int64_t*) const {
-    return BoundedStep::kNone;
+  // Note [Bounded rejection] on warped rows (Note [Bounded warping], temperature only): the
+  // position's weight bounds (surely_accepted's) decide a rejection where certain; the
+  // correction is then drawn from the residual of the approximate weights (stored by a second
+  // row_weight_sums pass into the Sides' buffers) at guessed factors, with margins for the
+  // factors' ranges and for each approximate weight's 2^-20 (+ 2^-148).
+  BoundedStep bounded_pair(int64_t i, int64_t t, double u, double u_draw, Position* at, double* sp, double* sq,
+                           int64_t* token) const {
+    if (!bounded(i, false) || kt.residual_block_sums == nullptr) return BoundedStep::kNone;
+    const float* xp = static_cast<const float*>(target.row(i).data);
+    const float* xq = static_cast<const float*>(draft.row(i).data);
+    const float temperature = params.temperature;
+    WeightBounds& p = weight_bounds(0);
+    WeightBounds& q = weight_bounds(1);
+    const auto fresh = [&](const WeightBounds& wb, const float* x) {
+      return wb.x == x && wb.n == vocab && wb.temperature == temperature;
+    };
+    if ((!fresh(p, xp) && !bound_weights(kt, xp, vocab, temperature, &p)) ||
+        (!fresh(q, xq) && !bound_weights(kt, xq, vocab, temperature, &q)))
+      return BoundedStep::kUnknown;
+    constexpr double kLow = 0x1p-120, kHigh = 0x1p120;
+    if (!(p.lo >= kLow) || !(p.hi <= kHigh) || !(q.lo >= kLow) || !(q.hi <= kHigh)) return BoundedStep::kUnknown;
+    *sp = 0.5 * (p.lo + p.hi);
+    *sq = 0.5 * (q.lo + q.hi);
+    const double pt = p.weight_at(t), uq = u * static_cast<double>(q.weight_at(t));
+    if (uq * p.hi < pt * q.lo) return BoundedStep::kAccepted;
+    if (!(uq * p.lo >= pt * q.hi)) return BoundedStep::kUnknown;
+    const double a_lo = static_cast<float>(1.0 / p.hi), a_hi = static_cast<float>(1.0 / p.lo);
+    const double b_lo = static_cast<float>(1.0 / q.hi), b_hi = static_cast<float>(1.0 / q.lo);
+    const float ga = static_cast<float>(1.0 / *sp), gb = static_cast<float>(1.0 / *sq);
+    const double da = std::max(std::fabs(a_lo - ga), std::fabs(a_hi - ga));
+    const double db = std::max(std::fabs(b_lo - gb), std::fabs(b_hi - gb));
+    float* wp = at->p.buffer.data();
+    float* wq = at->q.buffer.data();
+    double* fg = at->r_blocks.data();
+    double* err = at->guess_err.data();
+    kt.row_weight_sums(xp, vocab, temperature, p.z_max, wp, at->p.blocks.data());
+    kt.row_weight_sums(xq, vocab, temperature, q.z_max, wq, at->q.blocks.data());
+    kt.residual_block_sums(wp, wq, ga, gb, vocab, fg);
+    for (int64_t j = 0; j < num_blocks(vocab); ++j) {
+      // Block sums bounding both the exact weights' and the approximate ones'.
+      const double pb = std::max(p.sums[j] + p.err[j], p.sums[j] * (1.0 + 0x1p-19)) * (1.0 + 0x1p-40);
+      const double qb = std::max(q.sums[j] + q.err[j], q.sums[j] * (1.0 + 0x1p-19)) * (1.0 + 0x1p-40);
+      err[j] = guess_block_err(pb, qb, fg[j], ga, gb, da, db, a_hi, b_hi) +
+               a_hi * (kApproxWeightBound * pb + 0x1p-140) + b_hi * (kApproxWeightBound * qb + 0x1p-140);
+    }
+    const auto guess = [wp, wq, ga, gb](int64_t v) { return residual_value(wp[v], wq[v], ga, gb); };
+    if (bounded_sample_index(fg, vocab, u_draw, guess, token, nullptr, err, true)) return BoundedStep::kRejected;
+    return BoundedStep::kUnknown;
   }
   // Without a cheap look at the masses, every position tries the bounds first (a rejection
   // then pays for them on top of the exact warp: at most once a round).
@@ -707,7 +753,8 @@ Outcome token_round(const KernelTable& kt, const Reader& rows, bool one_hot, con
     }
     // With draft rows, a likely rejection: float32 passes over p and q may decide the
     // position and draw the correction (Note [Bounded rejection]).
-    if (!likely) {
+    // (On warped rows every position first tries the bounds: then a rejection may use them.)
+    if (!likely || Reader::kWarped) {
       int64_t token = -1;
       const BoundedStep step = rows.bounded_pair(i, t, u[i], u[k], &at, &last_p, &last_q, &token);
       if (step == BoundedStep::kAccepted) continue;

@@ -1681,6 +1681,93 @@ void bounded_warping_rounds(Rng& rng, const std::vector<const sv::KernelTable*>&
                                       std::to_string(boundary_fallbacks) + " of " + std::to_string(tried) + ")");
 }
 
+// Note [Bounded rejection] on warped rows (temperature only): rounds whose first token is
+// rejected, at random uniforms and at the boundaries of u_0 and u_K found by bisection on
+// the exact round (adjacent doubles where its outcome changes, ±2 ulps), against the rounds
+// on exact warps, every path; most random rejections decided without an exact warp.
+const sv::KernelTable* g_weights_counted = nullptr;
+int64_t g_weights_calls = 0;
+void counted_row_weights(const float* x, int64_t n, float temperature, float z_max, float* w, double* blocks,
+                         double* mass) {
+  ++g_weights_calls;
+  g_weights_counted->row_weights(x, n, temperature, z_max, w, blocks, mass);
+}
+
+void bounded_logit_rejection_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int count, int64_t max_n) {
+  int64_t decided = 0, rejected_rounds = 0, boundaries = 0;
+  for (int r = 0; r < count; ++r) {
+    const int64_t k = 1 + rng.below(4);
+    const int64_t n = 2 + rng.below(max_n);
+    const int kind = static_cast<int>(rng.below(5));
+    std::vector<float> target((k + 1) * n), draft(k * n);
+    for (int64_t i = 0; i <= k; ++i) {
+      std::vector<float> v = make_logits(rng, n, kind);
+      v[rng.below(n)] = 1.0f;
+      std::copy(v.begin(), v.end(), target.begin() + i * n);
+    }
+    for (int64_t i = 0; i < k; ++i)
+      for (int64_t v = 0; v < n; ++v) draft[i * n + v] = target[i * n + v] + static_cast<float>(3.0 * (rng.uniform() - 0.5));
+    sv::WarpParams params;
+    const float temps[] = {1.0f, 0.7f, 1.3f};
+    params.temperature = temps[rng.below(3)];
+    std::vector<int64_t> tokens(k);
+    for (int64_t i = 0; i < k; ++i) sv::scalar_kernels().row_argmax(draft.data() + i * n, n, &tokens[i]);
+    std::vector<double> u(k + 1);
+    for (double& x : u) x = rng.uniform();
+    u[0] = 0.5 + 0.5 * u[0];  // more rejections at 0
+    const sv::Rows t_rows{target.data(), n}, d_rows{draft.data(), n};
+    const sv::KernelTable& ref_exact = without_bounds(sv::scalar_kernels());
+    const auto outcome = [&](const std::vector<double>& uu) {
+      const sv::Outcome o = sv::accept_logits_round(ref_exact, t_rows, d_rows, tokens.data(), uu.data(), k, n, params);
+      return std::make_pair(o.n_accepted, o.token);
+    };
+    std::vector<std::vector<double>> cases{u};
+    for (int64_t j : {int64_t{0}, k}) {  // boundaries of u_0 (the test) and u_K (the correction)
+      std::vector<double> lo = u, hi = u;
+      lo[j] = 0.0;
+      hi[j] = 0x1.fffffffffffffp-1;
+      if (j == k && rng.below(2)) lo[j] = u[j];  // a boundary near the random draw, or anywhere
+      if (outcome(lo) == outcome(hi)) continue;
+      for (int it = 0; it < 80 && std::nextafter(lo[j], 1.0) < hi[j]; ++it) {
+        std::vector<double> mid = lo;
+        mid[j] = 0.5 * (lo[j] + hi[j]);
+        (outcome(mid) == outcome(lo) ? lo : hi) = mid;
+      }
+      ++boundaries;
+      for (int z = -2; z <= 2; ++z) {
+        std::vector<double> uu = z <= 0 ? lo : hi;
+        for (int w = 0; w < std::abs(z) - (z > 0 ? 1 : 0); ++w) uu[j] = std::nextafter(uu[j], z < 0 ? 0.0 : 1.0);
+        uu[j] = std::min(uu[j], 0x1.fffffffffffffp-1);
+        cases.push_back(uu);
+      }
+    }
+    for (const sv::KernelTable* kt : kts) {
+      const sv::KernelTable exact = without_bounds(*kt);
+      sv::KernelTable counted = *kt;
+      g_weights_counted = kt;
+      counted.row_weights = counted_row_weights;
+      for (size_t c = 0; c < cases.size(); ++c) {
+        const int64_t calls = g_weights_calls;
+        const sv::Outcome a = sv::accept_logits_round(counted, t_rows, d_rows, tokens.data(), cases[c].data(), k, n, params);
+        const bool no_warp = g_weights_calls == calls;
+        const sv::Outcome b = sv::accept_logits_round(exact, t_rows, d_rows, tokens.data(), cases[c].data(), k, n, params);
+        char buf[200];
+        std::snprintf(buf, sizeof buf, "%s bounded logits rejection round %d k=%lld n=%lld kind=%d T=%g case %zu", kt->name,
+                      r, (long long)k, (long long)n, kind, params.temperature, c);
+        check(a.error == b.error && a.n_accepted == b.n_accepted && a.token == b.token, std::string(buf) + ": the exact outcome");
+        if (c == 0 && b.n_accepted < k && kt->row_weight_sums != nullptr) {
+          ++rejected_rounds;
+          decided += no_warp;
+        }
+      }
+    }
+  }
+  if (rejected_rounds >= 20 && max_n <= 5000)  // long rows: margins reach single values (see above)
+    check(decided * 2 > rejected_rounds, "bounded logits rejections decided without an exact warp (" +
+                                             std::to_string(decided) + " of " + std::to_string(rejected_rounds) + ")");
+  check(boundaries > count / 4, "logits round boundaries searched (" + std::to_string(boundaries) + ")");
+}
+
 // ---- trees (Note [Tree verification]) ---------------------------------------------------------
 
 // Random trees: chains, and trees of up to 12 nodes, in every mode, on every path against
@@ -2088,6 +2175,8 @@ int main(int argc, char** argv) {
   bounded_warping_kernels(rng, kts);
   bounded_warping_rounds(rng, kts, quick ? 200 : 1500, 3000);
   bounded_warping_rounds(rng, kts, quick ? 6 : 30, 160000);
+  bounded_logit_rejection_tests(rng, kts, quick ? 60 : 500, 3000);
+  bounded_logit_rejection_tests(rng, kts, quick ? 3 : 12, 160000);
   tree_tests(rng, kts, quick ? 100 : 800, 700);
   tree_tests(rng, kts, quick ? 4 : 20, 40000);
   tree_bound_tests(rng, kts, quick ? 150 : 1500, 3000);
