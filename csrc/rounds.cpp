@@ -851,7 +851,7 @@ Range pad(double lo, double hi) { return Range{lo * (1.0 - 0x1p-48), hi * (1.0 +
 
 struct BlockScratch {
   std::vector<double> fp, fq, fg, err;  // per position: block sums of p and q, guessed residual sums, margins
-  std::vector<Range> P, Q, rho;
+  std::vector<Range> P, Q;
   std::vector<float> ga, gb;
   void fit(int64_t k, int64_t nb) {
     const auto size = static_cast<size_t>((k + 1) * nb);
@@ -860,7 +860,6 @@ struct BlockScratch {
     if (P.size() < static_cast<size_t>(k + 1)) {
       P.resize(k + 1);
       Q.resize(k + 1);
-      rho.resize(k + 1);
       ga.resize(k + 1);
       gb.resize(k + 1);
     }
@@ -941,7 +940,6 @@ bool bounded_block_round(const KernelTable& kt, const ProbRows& rows, bool one_h
   if (!read(0, !one_hot)) return false;
   int64_t tau = 0;
   Range rho{1.0, 1.0};
-  s.rho[0] = rho;
   if (!next(0, rho, &rho)) return false;
   for (int64_t n = 1; n < k; ++n) {
     if (!read(n, !one_hot)) return false;
@@ -970,8 +968,7 @@ bool bounded_block_round(const KernelTable& kt, const ProbRows& rows, bool one_h
     }
     const double un = u[n - 1];
     if (un < h.lo) {
-      tau = n;
-      s.rho[n] = rho;
+      tau = n;  // its residual (at rho_n) is the one summed above
     } else if (!(un >= h.hi)) {
       return false;
     }
