@@ -193,6 +193,30 @@ bool bounded_draw_without(const KernelTable& kt, const float* x, int64_t vocab, 
   return false;
 }
 
+// Note [Bounded rejection]'s factors a = 1 / X and b = 1 / Q rounded to float32 (s = 0) for
+// X in [x_lo, x_hi] and Q in [q_lo, q_hi]: the rounded quotients are monotone, so a and b lie
+// between the factors of the bounds. guess() takes the factors a residual is summed at and
+// their distance to those ranges; err() is then guess_block_err for one block.
+struct GuessedFactors {
+  double a_lo, a_hi, b_lo, b_hi;
+  float ga = 0.0f, gb = 0.0f;
+  double da = 0.0, db = 0.0;
+  GuessedFactors(double x_lo, double x_hi, double q_lo, double q_hi)
+      : a_lo(static_cast<float>(1.0 / x_hi)), a_hi(static_cast<float>(1.0 / x_lo)),
+        b_lo(static_cast<float>(1.0 / q_hi)), b_hi(static_cast<float>(1.0 / q_lo)) {}
+  void guess(float a, float b) {
+    ga = a;
+    gb = b;
+    da = std::max(std::fabs(a_lo - ga), std::fabs(a_hi - ga));
+    db = std::max(std::fabs(b_lo - gb), std::fabs(b_hi - gb));
+  }
+  // At the middles of the ranges of X and Q.
+  void guess_middle(double x_mid, double q_mid) {
+    guess(static_cast<float>(1.0 / x_mid), static_cast<float>(1.0 / q_mid));
+  }
+  double err(double pb, double qb, double g) const { return guess_block_err(pb, qb, g, ga, gb, da, db, a_hi, b_hi); }
+};
+
 // What a float32 pass decided at a one-hot position (ProbRows::bounded_one_hot).
 enum class BoundedStep { kNone, kUnknown, kAccepted, kRejected };
 
@@ -387,26 +411,23 @@ struct ProbRows {
     if (!(uq * p_lo >= pt * q_hi)) return BoundedStep::kUnknown;
     // Rejected: the correction from the residual at factors guessed from the middle of the
     // masses' ranges, with margins for the true factors anywhere in theirs.
-    const double a_lo = static_cast<float>(1.0 / p_hi), a_hi = static_cast<float>(1.0 / p_lo);
-    const double b_lo = static_cast<float>(1.0 / q_hi), b_hi = static_cast<float>(1.0 / q_lo);
+    GuessedFactors f(p_lo, p_hi, q_lo, q_hi);
     double* err = at->guess_err.data();
-    const auto draw = [&](float ga, float gb) {
-      const double da = std::max(std::fabs(a_lo - ga), std::fabs(a_hi - ga));
-      const double db = std::max(std::fabs(b_lo - gb), std::fabs(b_hi - gb));
-      for (int64_t j = 0; j < num_blocks(vocab); ++j)
-        err[j] = guess_block_err(fp[j] * (1.0 + 0x1p-20), fq[j] * (1.0 + 0x1p-20), fg[j], ga, gb, da, db, a_hi, b_hi);
+    const auto draw = [&] {
+      for (int64_t j = 0; j < num_blocks(vocab); ++j) err[j] = f.err(fp[j] * (1.0 + 0x1p-20), fq[j] * (1.0 + 0x1p-20), fg[j]);
+      const float ga = f.ga, gb = f.gb;
       const auto guess = [p, q, ga, gb](int64_t v) { return residual_value(p[v], q[v], ga, gb); };
       return bounded_sample_index(fg, vocab, u_draw, guess, token, nullptr, err, true);
     };
     // The pass's own guess first, where the factors are near 1 (else its margins decide
     // nothing); then a pass at the middle of the factors' ranges.
-    const bool near_one = std::max({std::fabs(a_lo - 1.0), std::fabs(a_hi - 1.0), std::fabs(b_lo - 1.0),
-                                    std::fabs(b_hi - 1.0)}) < 0x1p-12;
+    f.guess(1.0f, 1.0f);
+    const bool near_one = std::max(f.da, f.db) < 0x1p-12;
     t_near_one = near_one;
-    if (fused && near_one && draw(1.0f, 1.0f)) return BoundedStep::kRejected;
-    const float ga = static_cast<float>(1.0 / *sp), gb = static_cast<float>(1.0 / *sq);
-    kt.residual_block_sums(p, q, ga, gb, vocab, fg);
-    return draw(ga, gb) ? BoundedStep::kRejected : BoundedStep::kUnknown;
+    if (fused && near_one && draw()) return BoundedStep::kRejected;
+    f.guess_middle(*sp, *sq);
+    kt.residual_block_sums(p, q, f.ga, f.gb, vocab, fg);
+    return draw() ? BoundedStep::kRejected : BoundedStep::kUnknown;
   }
 
   Outcome read_target(int64_t i, Side* p) const {
@@ -603,11 +624,9 @@ struct LogitRows {
     const double pt = p.weight_at(t), uq = u * static_cast<double>(q.weight_at(t));
     if (uq * p.hi < pt * q.lo) return BoundedStep::kAccepted;
     if (!(uq * p.lo >= pt * q.hi)) return BoundedStep::kUnknown;
-    const double a_lo = static_cast<float>(1.0 / p.hi), a_hi = static_cast<float>(1.0 / p.lo);
-    const double b_lo = static_cast<float>(1.0 / q.hi), b_hi = static_cast<float>(1.0 / q.lo);
-    const float ga = static_cast<float>(1.0 / *sp), gb = static_cast<float>(1.0 / *sq);
-    const double da = std::max(std::fabs(a_lo - ga), std::fabs(a_hi - ga));
-    const double db = std::max(std::fabs(b_lo - gb), std::fabs(b_hi - gb));
+    GuessedFactors f(p.lo, p.hi, q.lo, q.hi);
+    f.guess_middle(*sp, *sq);
+    const float ga = f.ga, gb = f.gb;
     float* wp = at->p.buffer.data();
     float* wq = at->q.buffer.data();
     double* fg = at->r_blocks.data();
@@ -619,8 +638,8 @@ struct LogitRows {
       // Block sums bounding both the exact weights' and the approximate ones'.
       const double pb = std::max(p.sums[j] + p.err[j], p.sums[j] * (1.0 + 0x1p-19)) * (1.0 + 0x1p-40);
       const double qb = std::max(q.sums[j] + q.err[j], q.sums[j] * (1.0 + 0x1p-19)) * (1.0 + 0x1p-40);
-      err[j] = guess_block_err(pb, qb, fg[j], ga, gb, da, db, a_hi, b_hi) +
-               a_hi * (kApproxWeightBound * pb + 0x1p-140) + b_hi * (kApproxWeightBound * qb + 0x1p-140);
+      err[j] = f.err(pb, qb, fg[j]) + f.a_hi * (kApproxWeightBound * pb + 0x1p-140) +
+               f.b_hi * (kApproxWeightBound * qb + 0x1p-140);
     }
     const auto guess = [wp, wq, ga, gb](int64_t v) { return residual_value(wp[v], wq[v], ga, gb); };
     if (bounded_sample_index(fg, vocab, u_draw, guess, token, nullptr, err, true)) return BoundedStep::kRejected;
@@ -898,20 +917,15 @@ bool bounded_block_round(const KernelTable& kt, const ProbRows& rows, bool one_h
   const auto residual = [&](int64_t n, Range r, Range* z) {
     const Range x{s.P[n].lo / r.hi, s.P[n].hi / r.lo};  // fl(P / rho), monotone in both
     if (!(x.lo >= kLow) || !(x.hi <= kHigh)) return false;
-    const double a_lo = static_cast<float>(1.0 / x.hi), a_hi = static_cast<float>(1.0 / x.lo);
-    const double b_lo = static_cast<float>(1.0 / s.Q[n].hi), b_hi = static_cast<float>(1.0 / s.Q[n].lo);
-    const float ga = static_cast<float>(1.0 / (0.5 * (x.lo + x.hi)));
-    const float gb = static_cast<float>(1.0 / (0.5 * (s.Q[n].lo + s.Q[n].hi)));
-    const double da = std::max(std::fabs(a_lo - ga), std::fabs(a_hi - ga));
-    const double db = std::max(std::fabs(b_lo - gb), std::fabs(b_hi - gb));
+    GuessedFactors f(x.lo, x.hi, s.Q[n].lo, s.Q[n].hi);
+    f.guess_middle(0.5 * (x.lo + x.hi), 0.5 * (s.Q[n].lo + s.Q[n].hi));
     double* fg = &s.fg[n * nb];
     double* err = &s.err[n * nb];
-    kt.residual_block_sums(p_row(n), q_row(n), ga, gb, vocab, fg);
+    kt.residual_block_sums(p_row(n), q_row(n), f.ga, f.gb, vocab, fg);
     for (int64_t j = 0; j < nb; ++j)
-      err[j] = guess_block_err(s.fp[n * nb + j] * (1.0 + 0x1p-20), s.fq[n * nb + j] * (1.0 + 0x1p-20), fg[j], ga, gb,
-                               da, db, a_hi, b_hi);
-    s.ga[n] = ga;
-    s.gb[n] = gb;
+      err[j] = f.err(s.fp[n * nb + j] * (1.0 + 0x1p-20), s.fq[n * nb + j] * (1.0 + 0x1p-20), fg[j]);
+    s.ga[n] = f.ga;
+    s.gb[n] = f.gb;
     return bounded_mass_range(fg, vocab, &z->lo, &z->hi, err);
   };
   // rho_{n+1} from rho_n (next_rho): 0 and 1 exactly where its branches make them.

@@ -1431,6 +1431,31 @@ void bounded_rejection_tests(Rng& rng, const std::vector<const sv::KernelTable*>
 }
 
 // ---- Note [Bounded blocks] ---------------------------------------------------------------------
+// The uniforms at one uniform's boundary: bisection on u[j], others as in u, between from
+// and just below 1, for the two adjacent doubles where outcome(u) changes; returns the five
+// uniforms from 2 ulps below the lower to 1 ulp above the upper (index z + 2 for z in
+// -2..2), or none if the outcome is the same at both ends.
+template <class Outcome>
+std::vector<std::vector<double>> boundary_uniforms(const std::vector<double>& u, int64_t j, double from, Outcome outcome) {
+  std::vector<double> lo = u, hi = u;
+  lo[j] = from;
+  hi[j] = 0x1.fffffffffffffp-1;
+  if (outcome(lo) == outcome(hi)) return {};
+  for (int it = 0; it < 80 && std::nextafter(lo[j], 1.0) < hi[j]; ++it) {
+    std::vector<double> mid = lo;
+    mid[j] = 0.5 * (lo[j] + hi[j]);
+    (outcome(mid) == outcome(lo) ? lo : hi) = mid;
+  }
+  std::vector<std::vector<double>> out;
+  for (int z = -2; z <= 2; ++z) {
+    std::vector<double> uu = z <= 0 ? lo : hi;
+    for (int w = 0; w < std::abs(z) - (z > 0 ? 1 : 0); ++w) uu[j] = std::nextafter(uu[j], z < 0 ? 0.0 : 1.0);
+    uu[j] = std::min(uu[j], 0x1.fffffffffffffp-1);
+    out.push_back(uu);
+  }
+  return out;
+}
+
 
 // A table whose canonical row passes count their calls: a block round Note [Bounded blocks]
 // decides makes none.
@@ -1502,21 +1527,14 @@ void bounded_block_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kt
           random_rounds += 1;
         }
         if (kt != kts.front()) continue;  // boundaries once per round (they are searched with the exact round)
-        // One uniform's boundary: bisect between 0 and just below 1 where the outcome differs.
+        // One uniform's boundary, searched with the exact round.
         const int64_t j = rng.below(k + 1);
-        std::vector<double> lo = u, hi = u;
-        lo[j] = 0.0;
-        hi[j] = 0x1.fffffffffffffp-1;
         const auto outcome = [&](const std::vector<double>& uu) {
           const sv::Outcome o = sv::accept_round(exact, t_rows, dr, tokens.data(), uu.data(), k, n, sv::Method::kBlock);
           return std::make_pair(o.n_accepted, o.token);
         };
-        if (outcome(lo) == outcome(hi)) continue;
-        for (int it = 0; it < 80 && std::nextafter(lo[j], 1.0) < hi[j]; ++it) {
-          std::vector<double> mid = lo;
-          mid[j] = 0.5 * (lo[j] + hi[j]);
-          (outcome(mid) == outcome(lo) ? lo : hi) = mid;
-        }
+        const std::vector<std::vector<double>> at = boundary_uniforms(u, j, 0.0, outcome);
+        if (at.empty()) continue;
         boundaries += 1;
         for (const sv::KernelTable* kb : kts) {
           counted = *kb;
@@ -1525,9 +1543,7 @@ void bounded_block_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kt
           if (kb->row_mass_pair != nullptr) counted.row_mass_pair = counted_row_mass_pair;
           const sv::KernelTable exact_b = exact_only(*kb);
           for (int z = -2; z <= 2; ++z) {
-            std::vector<double> uu = z <= 0 ? lo : hi;
-            for (int w = 0; w < std::abs(z) - (z > 0 ? 1 : 0); ++w) uu[j] = std::nextafter(uu[j], z < 0 ? 0.0 : 1.0);
-            uu[j] = std::min(uu[j], 0x1.fffffffffffffp-1);
+            const std::vector<double>& uu = at[z + 2];
             const sv::Outcome a = sv::accept_round(counted, t_rows, dr, tokens.data(), uu.data(), k, n, sv::Method::kBlock);
             const sv::Outcome b = sv::accept_round(exact_b, t_rows, dr, tokens.data(), uu.data(), k, n, sv::Method::kBlock);
             char buf[220];
@@ -1723,23 +1739,11 @@ void bounded_logit_rejection_tests(Rng& rng, const std::vector<const sv::KernelT
     };
     std::vector<std::vector<double>> cases{u};
     for (int64_t j : {int64_t{0}, k}) {  // boundaries of u_0 (the test) and u_K (the correction)
-      std::vector<double> lo = u, hi = u;
-      lo[j] = 0.0;
-      hi[j] = 0x1.fffffffffffffp-1;
-      if (j == k && rng.below(2)) lo[j] = u[j];  // a boundary near the random draw, or anywhere
-      if (outcome(lo) == outcome(hi)) continue;
-      for (int it = 0; it < 80 && std::nextafter(lo[j], 1.0) < hi[j]; ++it) {
-        std::vector<double> mid = lo;
-        mid[j] = 0.5 * (lo[j] + hi[j]);
-        (outcome(mid) == outcome(lo) ? lo : hi) = mid;
-      }
+      const double from = j == k && rng.below(2) ? u[j] : 0.0;  // near the random draw, or anywhere
+      const std::vector<std::vector<double>> at = boundary_uniforms(u, j, from, outcome);
+      if (at.empty()) continue;
       ++boundaries;
-      for (int z = -2; z <= 2; ++z) {
-        std::vector<double> uu = z <= 0 ? lo : hi;
-        for (int w = 0; w < std::abs(z) - (z > 0 ? 1 : 0); ++w) uu[j] = std::nextafter(uu[j], z < 0 ? 0.0 : 1.0);
-        uu[j] = std::min(uu[j], 0x1.fffffffffffffp-1);
-        cases.push_back(uu);
-      }
+      cases.insert(cases.end(), at.begin(), at.end());
     }
     for (const sv::KernelTable* kt : kts) {
       const sv::KernelTable exact = without_bounds(*kt);
