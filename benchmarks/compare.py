@@ -510,15 +510,20 @@ def tree_shape(n_nodes: int, width: int, depth: int):
 def tree_cases(sv, v: int, seed: int):
     """verify_tree_probs_with_uniforms on probability rows with draft rows, built so that at
     every spine level the siblings before the spine child are rejected and the spine child
-    is accepted: width * depth children tried, depth + 1 nodes expanded. Two kinds of
+    is accepted: width * depth children tried, depth + 1 nodes expanded. Three kinds of
     rejected sibling: a token the target gives probability 0 (all uniforms 0: accept iff
-    r(t) > 0; such a child is rejected at any level whatever the masses), and a token the
+    r(t) > 0; such a child is rejected at any level whatever the masses); a token the
     target keeps (p(t) > 0) that the draft proposes ten times its largest value, rejected by
-    uniforms of 0.5 (each rejection then needs the exact residual). The floor: one
+    uniforms of 0.5 (the residual then drops it: r(t) = 0 after the first rejection); and,
+    in the width-4 trees, the second sibling a token the first residual keeps
+    (p(t) / P = 1.2 q(t) / Q, so r_1(t) = 0.2 q(t) / Q > 0), rejected by a uniform of 0.999:
+    deciding it needs the first residual's mass (Note [Tree bounds]). The floor: one
     torch.sum over the 2 * depth + 1 rows read (target and draft of each expanded node, the
     leaf's target). The reference: the same rules in PyTorch."""
     cases = []
-    for (n_nodes, width, depth), kept in itertools.product(((8, 2, 4), (32, 4, 4)), (False, True)):
+    shapes_kinds = [(shape, kind) for shape in ((8, 2, 4), (32, 4, 4)) for kind in ("p0", "kept", "residual")
+                    if kind != "residual" or shape[1] >= 3]
+    for (n_nodes, width, depth), kind in shapes_kinds:
         parents, spine = tree_shape(n_nodes, width, depth)
         g = torch.Generator().manual_seed(seed)
         mem = torch.empty(2 * (n_nodes + 1), v)
@@ -526,19 +531,23 @@ def tree_cases(sv, v: int, seed: int):
         mem[n_nodes + 1:] = torch.softmax(torch.randn(n_nodes + 1, v, generator=g) * 3, -1)
         target, draft = mem[: n_nodes + 1], mem[n_nodes + 1:]
         tokens = torch.randint(0, v, (n_nodes,), generator=g)
+        u = torch.full((n_nodes + 1,), 0.0 if kind == "p0" else 0.5, dtype=torch.float64)
         node = -1
         for level in range(depth):
             kids = [j for j, p in enumerate(parents) if p == node]
-            for c in kids[:-1]:
-                if kept:
-                    draft[node + 1, tokens[c]] = draft[node + 1].max() * 10  # rejected with u = 0.5
-                else:
+            for i, c in enumerate(kids[:-1]):
+                if kind == "p0":
                     target[node + 1, tokens[c]] = 0.0  # rejected
+                elif kind != "residual" or i != 1:
+                    draft[node + 1, tokens[c]] = draft[node + 1].max() * 10  # rejected with u = 0.5
             # The spine child keeps residual mass through every rejection before it.
             target[node + 1, tokens[kids[-1]]] = target[node + 1].max()
             draft[node + 1, tokens[kids[-1]]] *= 1e-3
+            if kind == "residual":  # last, on the rows' final masses: r_1(t) > 0
+                p, q, t = target[node + 1], draft[node + 1], tokens[kids[1]]
+                q[t] = (q.sum() - q[t]) / (1.2 * p.sum() / p[t] - 1.0)  # q(t) / Q = p(t) / (1.2 P)
+                u[kids[1]] = 0.999
             node = spine[level]
-        u = torch.full((n_nodes + 1,), 0.5 if kept else 0.0, dtype=torch.float64)
         path, _ = sv.verify_tree_probs_with_uniforms(target, tokens, parents, draft, u)
         if path.tolist() != spine:
             raise RuntimeError(f"tree case: path {path.tolist()}, built for {spine}")
@@ -551,7 +560,8 @@ def tree_cases(sv, v: int, seed: int):
         cols = {"ours": Column("ours", sv.verify_tree_probs_with_uniforms, [(target, tokens, parents, draft, u)]),
                 "ref": Column("ref", torch_reference.verify_tree, [(target, tokens, parents, draft, u)]),
                 "floor": Column("floor", torch.sum, [(floor_rows,)])}
-        label = f"{n_nodes} nodes, width {width}, rejected {'p(t) > 0' if kept else 'p(t) = 0'}"
+        rejected = {"p0": "p(t) = 0", "kept": "p(t) > 0", "residual": "p(t) > 0, the second with r(t) > 0"}[kind]
+        label = f"{n_nodes} nodes, width {width}, rejected {rejected}"
         cases.append(Case("tree", v, depth, label, 2 * depth + 1, cols,
                           {"nodes": n_nodes, "width": width, "tried": width * depth}))
     return cases

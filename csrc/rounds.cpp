@@ -217,6 +217,103 @@ struct GuessedFactors {
   double err(double pb, double qb, double g) const { return guess_block_err(pb, qb, g, ga, gb, da, db, a_hi, b_hi); }
 };
 
+// Note [Tree bounds]: the chained residuals of a node's rejected children on probability
+// rows, r_k = max(0, r_{k-1} * a_k - q * b) (r_0 = p) with a_k = 1 / M_{k-1} (M_0 = P, M_k the
+// canonical mass of r_k) and b = 1 / Q, each a quotient rounded once to float32 while the
+// masses stay in [kLow, kHigh] (residual_scales' power of two is then 2^0). Known: each a_k
+// in [a_lo[k], a_hi[k]] (a_hi infinite while M_{k-1} has no lower bound), b in [b_lo, b_hi],
+// every M_k <= ceiling, and M_1 .. M_summed in [m_lo, m_hi] once summed.
+struct ChainBounds {
+  static constexpr double kLow = 0x1p-120, kHigh = 0x1p120;
+  static constexpr int64_t kLevels = 33;  // residuals a node may chain through bounds (32)
+  float a_lo[kLevels + 1], a_hi[kLevels + 1];
+  double m_lo[kLevels + 1], m_hi[kLevels + 1];
+  float b_lo, b_hi;
+  double ceiling;
+  int64_t vocab, summed = 0;
+  float ga = 0.0f, gb = 0.0f;  // the factors the last summed level was guessed at
+  ChainBounds(double p_lo, double p_hi, double q_lo, double q_hi, int64_t n)
+      : b_lo(static_cast<float>(1.0 / q_hi)), b_hi(static_cast<float>(1.0 / q_lo)), vocab(n) {
+    // a_k * M_{k-1} <= 1 + 2^-22, so M_k <= ceiling (residual_mass_ceiling) at every level,
+    // and a_k >= 1 / ceiling for k >= 2.
+    ceiling = residual_mass_ceiling(1.0f, 1.0 + 0x1p-22, n);
+    a_lo[1] = static_cast<float>(1.0 / p_hi);
+    a_hi[1] = static_cast<float>(1.0 / p_lo);
+    for (int64_t k = 2; k <= kLevels; ++k) {
+      a_lo[k] = static_cast<float>(1.0 / ceiling);
+      a_hi[k] = std::numeric_limits<float>::infinity();
+    }
+  }
+  // Lower and upper values of r_j(t) from p(t) and q(t): residual_value is monotone (up in
+  // x and a, down in b), so the exact chain lies between the chains at the factors' ends.
+  // *in_range: every M_k for k < j, which the exact rule used to make a factor, is certainly
+  // in [kLow, kHigh] (summed, or at least the lower r_k(t) >= kLow; M_k <= ceiling).
+  float lower(float x, float qt, int64_t j, bool* in_range) const {
+    *in_range = true;
+    for (int64_t k = 1; k <= j; ++k) {
+      x = residual_value(x, qt, a_lo[k], b_hi);
+      if (k < j && k > summed) *in_range &= x >= static_cast<float>(kLow);
+    }
+    return x;
+  }
+  float upper(float x, float qt, int64_t j) const {
+    for (int64_t k = 1; k <= j && x > 0.0f; ++k)
+      x = std::isinf(a_hi[k]) ? a_hi[k] : residual_value(x, qt, a_hi[k], b_lo);
+    return x;
+  }
+  // Sums level k = summed + 1 at guessed factors into fr (block margins into ferr), and
+  // bounds M_k and a_{k+1}; false (nothing decided) if M_k is not certainly in range.
+  //
+  // In real arithmetic r_k(v) = max(0, p(v) A_k - q(v) B_k) with A_k = a_1 ... a_k and
+  // B_k = B_{k-1} a_k + b (B_1 = b): a value negative at one level stays negative. Rounding
+  // puts each float r_k(v) within 2^-23 (1 + 2^-17) (k p(v) A_k + q(v) B_k) of it (each level
+  // rounds r_{k-1} a_k, q b and their difference, and scales the error before it by a_k; up
+  // to 32 levels), plus 2^-146 B_k / b below the normal range (the sum over levels of the
+  // later factors' products is B_k / b). The guessed values max(0, p ga - q gb) move from
+  // the real ones by at most |A_k - ga| p + |B_k - gb| q: guess_block_err with k A_k's and
+  // B_k's upper bounds for the true factors' rounding. at_one: fr already holds the sums at
+  // ga = gb = 1 (used where the factors' distance to 1 is below 2^-12).
+  bool sum_next(const KernelTable& kt, const float* p, const float* q, const double* fp, const double* fq,
+                double* fr, double* ferr, bool at_one) {
+    const int64_t k = summed + 1;
+    double A_lo = 1.0, A_hi = 1.0, B_lo = 0.0, B_hi = 0.0;
+    for (int64_t l = 1; l <= k; ++l) {
+      A_lo *= a_lo[l];
+      A_hi *= a_hi[l];
+      B_lo = B_lo * a_lo[l] + b_lo;
+      B_hi = B_hi * a_hi[l] + b_hi;
+    }
+    // 2k float64 roundings at most on the way: 2^-45 covers them.
+    A_lo *= 1.0 - 0x1p-45;
+    B_lo *= 1.0 - 0x1p-45;
+    A_hi *= 1.0 + 0x1p-45;
+    B_hi *= 1.0 + 0x1p-45;
+    const auto dist = [](double lo, double hi, float g) { return std::max(std::fabs(lo - g), std::fabs(hi - g)); };
+    double da = dist(A_lo, A_hi, 1.0f), db = dist(B_lo, B_hi, 1.0f);
+    if (at_one && std::max(da, db) < 0x1p-12) {
+      ga = gb = 1.0f;
+    } else {
+      ga = static_cast<float>(0.5 * (A_lo + A_hi));
+      gb = static_cast<float>(0.5 * (B_lo + B_hi));
+      da = dist(A_lo, A_hi, ga);
+      db = dist(B_lo, B_hi, gb);
+      kt.residual_block_sums(p, q, ga, gb, vocab, fr);
+    }
+    const double ka = static_cast<double>(k) * A_hi * (1.0 + 0x1p-17), kb = B_hi * (1.0 + 0x1p-17);
+    const double floor = 0x1p-138 * (B_hi / b_lo);
+    for (int64_t b = 0; b < num_blocks(vocab); ++b)
+      ferr[b] = guess_block_err(fp[b] * (1.0 + 0x1p-20), fq[b] * (1.0 + 0x1p-20), fr[b], ga, gb, da, db, ka, kb) + floor;
+    double lo = 0.0, hi = 0.0;
+    if (!bounded_mass_range(fr, vocab, &lo, &hi, ferr) || !(lo >= kLow) || !(hi <= kHigh)) return false;
+    m_lo[k] = lo;
+    m_hi[k] = std::min(hi, ceiling);
+    a_lo[k + 1] = static_cast<float>(1.0 / m_hi[k]);
+    a_hi[k + 1] = static_cast<float>(1.0 / lo);
+    summed = k;
+    return true;
+  }
+};
+
 // What a float32 pass decided at a one-hot position (ProbRows::bounded_one_hot).
 enum class BoundedStep { kNone, kUnknown, kAccepted, kRejected };
 
@@ -257,77 +354,97 @@ struct ProbRows {
   }
 
   // Note [Tree bounds] (spec_verify.h): node row i's children (first c, then next[c]) decided
-  // from float32 block sums of its rows alone, where certain. Returns the accepted child, or -1: nothing
-  // decided (read the node exactly; that also reports a malformed row). fp, fq, fr: room
-  // for block sums.
+  // from float32 block sums of its rows alone, where certain. Returns the accepted child; -2
+  // when every child is rejected, with the token drawn with uniform u_draw in *token; or -1:
+  // nothing decided (read the node exactly; that also reports a malformed row). fp, fq, fr,
+  // ferr: room for block sums.
   int64_t bounded_node(int64_t i, int64_t c, const std::vector<int64_t>& next, const int64_t* tokens,
-                       const double* u, double* fp, double* fq, double* fr) const {
+                       const double* u, double u_draw, double* fp, double* fq, double* fr, double* ferr,
+                       int64_t* token, double* last_p, double* last_q) const {
     const RowRef pr = target.row(i), qr = draft.row(i);
     if (kt.row_block_sums == nullptr || kt.residual_block_sums == nullptr || pr.type != Elem::kF32 ||
         qr.type != Elem::kF32)
       return -1;
     const float* p = static_cast<const float*>(pr.data);
     const float* q = static_cast<const float*>(qr.data);
-    double p_lo = 0.0, p_hi = 0.0, q_lo = 0.0, q_hi = 0.0;
-    if (!kt.row_block_sums(p, vocab, fp) || !kt.row_block_sums(q, vocab, fq) ||
-        !bounded_mass_range(fp, vocab, &p_lo, &p_hi) || !bounded_mass_range(fq, vocab, &q_lo, &q_hi))
+    // p's and q's sums, and max(0, p - q)'s in the same pass (the first residual guessed at
+    // factors 1) where the path has it and the node likely needs them.
+    const bool fused = kt.pair_block_sums != nullptr && first_residual_likely_summed(p, q, c, next, tokens, u,
+                                                                                     *last_p, *last_q);
+    if (fused ? !kt.pair_block_sums(p, q, vocab, fp, fq, fr)
+              : !kt.row_block_sums(p, vocab, fp) || !kt.row_block_sums(q, vocab, fq))
       return -1;
-    // Masses in [2^-120, 2^120] keep residual_scales' power of two at s = 0: a = 1 / P and
-    // b = 1 / Q, each rounded to float32 (through float64) once.
-    constexpr double kLow = 0x1p-120, kHigh = 0x1p120;
-    if (!(p_lo >= kLow) || !(p_hi <= kHigh) || !(q_lo >= kLow) || !(q_hi <= kHigh)) return -1;
+    double p_lo = 0.0, p_hi = 0.0, q_lo = 0.0, q_hi = 0.0;
+    if (!bounded_mass_range(fp, vocab, &p_lo, &p_hi) || !bounded_mass_range(fq, vocab, &q_lo, &q_hi)) return -1;
+    *last_p = 0.5 * (p_lo + p_hi);
+    *last_q = 0.5 * (q_lo + q_hi);
+    if (!(p_lo >= ChainBounds::kLow) || !(p_hi <= ChainBounds::kHigh) || !(q_lo >= ChainBounds::kLow) ||
+        !(q_hi <= ChainBounds::kHigh))
+      return -1;
     // The exact test is u * q(t) * P < p(t) * Q; rounding is monotone, so bounds on P and Q
     // that decide it decide the exact one.
     const int64_t t = tokens[c];
     const double uq = u[c] * static_cast<double>(q[t]), pt = p[t];
     if (uq * p_hi < pt * q_lo) return c;
     if (!(uq * p_lo >= pt * q_hi)) return -1;
-    // Rejected. The j-th residual is r_j = max(0, r_{j-1} * a_j - q * b), r_0 = p, with
-    // a_1 = 1 / P, a_j = 1 / M_{j-1} (M the canonical masses), b = 1 / Q. Each factor is a
-    // rounded quotient, monotone in the mass, and r_j(v) is monotone in r_{j-1}(v), a_j and
-    // b; so lower values of the factors give a lower value of r_j(t) (chained), and:
-    // - a_j * M_{j-1} <= 1 + 2^-22 for every j, so M_j <= ceiling (residual_mass_ceiling);
-    //   hence a_j >= 1 / ceiling for j >= 2, and the next child's test holds with M_j at most
-    //   the ceiling (or, for j = 1, the block sums of r_1 at the factors' upper corner);
-    // - a child whose token p gives 0 has r_j(t) = 0 at every level: rejected whatever the
-    //   masses (u * q(t) * M < 0 never holds);
-    // - M_j >= r_j(t) for the child accepted, so its chained lower values >= 2^-120 keep every
-    //   M_j in range (s = 0) and positive (the exact rule does not stop at an empty residual).
-    // Any other rejection needs the exact masses: nothing decided.
-    const float a1_lo = static_cast<float>(1.0 / p_hi), a1_hi = static_cast<float>(1.0 / p_lo);
-    const float b_lo = static_cast<float>(1.0 / q_hi), b_hi = static_cast<float>(1.0 / q_lo);
-    const double ceiling = residual_mass_ceiling(1.0f, 1.0 + 0x1p-22, vocab);
-    const float a_lo = static_cast<float>(1.0 / ceiling);
+    // Rejected: the later children against the chained residuals (ChainBounds).
+    ChainBounds ch(p_lo, p_hi, q_lo, q_hi, vocab);
+    bool at_one = fused;  // fr holds the first residual's sums at factors 1
+    const auto sum_to = [&](int64_t j) {
+      for (; ch.summed < j; at_one = false)
+        if (!ch.sum_next(kt, p, q, fp, fq, fr, ferr, at_one)) return false;
+      return true;
+    };
     int64_t j = 1;  // residuals made before child cj
     for (int64_t cj = next[c]; cj >= 0; cj = next[cj], ++j) {
+      if (j >= ChainBounds::kLevels) return -1;
       const int64_t tj = tokens[cj];
-      if (p[tj] == 0.0f) continue;  // rejected at any level
-      float x = p[tj];
-      bool in_range = true;
-      for (int64_t k = 1; k <= j; ++k) {
-        x = residual_value(x, q[tj], k == 1 ? a1_lo : a_lo, b_hi);
-        in_range &= x >= static_cast<float>(kLow);
-      }
-      if (!in_range) return -1;
-      const double uqj = u[cj] * static_cast<double>(q[tj]), rq = static_cast<double>(x) * q_lo;
-      if (uqj * ceiling < rq) return cj;  // no pass needed
-      if (j > 1) return -1;
-      kt.residual_block_sums(p, q, a1_hi, b_lo, vocab, fr);
-      double m_hi = 0.0;
-      if (bounded_mass_upper(fr, vocab, &m_hi) && uqj * m_hi < rq) return cj;
+      const float pj = p[tj], qj = q[tj];
+      // r_j(t) = 0 for certain: rejected whatever M_j (M_j > 0 is the exact rule's condition
+      // for trying it; a later acceptance or the final draw proves it).
+      if (ch.upper(pj, qj, j) == 0.0f) continue;
+      const double uqj = u[cj] * static_cast<double>(qj);
+      // Accepted even if every residual kept all its mass (M_j <= ceiling): no pass at all.
+      bool in_range = false;
+      float lo = ch.lower(pj, qj, j, &in_range);
+      if (in_range && uqj * ch.ceiling < static_cast<double>(lo) * q_lo) return cj;
+      // The masses up to M_j from the residuals summed at guessed factors.
+      if (!sum_to(j)) return -1;
+      lo = ch.lower(pj, qj, j, &in_range);
+      const float hi = ch.upper(pj, qj, j);
+      if (uqj * ch.m_hi[j] < static_cast<double>(lo) * q_lo) return cj;
+      if (uqj * ch.m_lo[j] >= static_cast<double>(hi) * q_hi) continue;
       return -1;
     }
-    return -1;  // every child rejected: the draw needs the exact residual
+    // Every child rejected: the draw from r_j (the exact rule draws from it as M_j > 0).
+    if (j >= ChainBounds::kLevels || !sum_to(j)) return -1;
+    const float ga = ch.ga, gb = ch.gb;
+    const auto guess = [p, q, ga, gb](int64_t v) { return residual_value(p[v], q[v], ga, gb); };
+    if (bounded_sample_index(fr, vocab, u_draw, guess, token, nullptr, ferr, true)) return -2;
+    ++t_bounded_fallbacks;
+    return -1;
   }
-  // Whether bounded_node is worth trying: the first child likely accepted (judged by the
-  // masses seen last), or a later one with p(t) > 0 (else they are all rejected, and the
-  // node needs its exact residuals). A guess: it changes the time, never the outcome.
-  bool bounded_node_worth(int64_t i, int64_t c, const std::vector<int64_t>& next, const int64_t* tokens,
-                          const double* u, double last_p, double last_q) const {
-    if (likely_accepted(i, false, tokens[c], u[c], last_p, last_q)) return true;
-    for (int64_t cj = next[c]; cj >= 0; cj = next[cj])
-      if (value_at(target.row(i), tokens[cj]) > 0.0f) return true;
-    return false;
+  // Whether bounded_node will likely need the first residual's sums at factors near 1,
+  // judged at the masses seen last (P ~ last_p, Q ~ last_q): both near 1, the first child
+  // likely rejected, and then the first later child whose token keeps residual mass not
+  // clearly accepted against the ceiling, or none (the draw needs them). A guess: it changes
+  // the time (the fused pass costs more than p's and q's alone on some cores), never the
+  // outcome.
+  static bool first_residual_likely_summed(const float* p, const float* q, int64_t c, const std::vector<int64_t>& next,
+                                           const int64_t* tokens, const double* u, double last_p, double last_q) {
+    if (!(std::fabs(last_p - 1.0) < 0x1p-12 && std::fabs(last_q - 1.0) < 0x1p-12)) return false;
+    if (u[c] * static_cast<double>(q[tokens[c]]) * last_p < static_cast<double>(p[tokens[c]]) * last_q) return false;
+    const float a = static_cast<float>(1.0 / last_p), b = static_cast<float>(1.0 / last_q);
+    for (int64_t cj = next[c]; cj >= 0; cj = next[cj]) {
+      const float r = residual_value(p[tokens[cj]], q[tokens[cj]], a, b);
+      if (r > 0.0f) return !(u[cj] * static_cast<double>(q[tokens[cj]]) * 1.001 < static_cast<double>(r) * last_q);
+    }
+    return true;
+  }
+  // Whether bounded_node can run on node row i (float32 rows on a path with the kernels).
+  bool bounded_node_worth(int64_t i) const {
+    return kt.row_block_sums != nullptr && kt.residual_block_sums != nullptr &&
+           target.row(i).type == Elem::kF32 && draft.row(i).type == Elem::kF32;
   }
 
   // Note [Bounded sampling]: a draw from target row i with uniform u from its float32 block
@@ -648,14 +765,11 @@ struct LogitRows {
   // Without a cheap look at the masses, every position tries the bounds first (a rejection
   // then pays for them on top of the exact warp: at most once a round).
   bool likely_accepted(int64_t i, bool one_hot, int64_t, double, double, double) const { return bounded(i, one_hot); }
-  int64_t bounded_node(int64_t, int64_t, const std::vector<int64_t>&, const int64_t*, const double*, double*, double*,
-                       double*) const {
+  int64_t bounded_node(int64_t, int64_t, const std::vector<int64_t>&, const int64_t*, const double*, double, double*,
+                       double*, double*, double*, int64_t*, double*, double*) const {
     return -1;
   }
-  bool bounded_node_worth(int64_t, int64_t, const std::vector<int64_t>&, const int64_t*, const double*, double,
-                          double) const {
-    return false;
-  }
+  bool bounded_node_worth(int64_t) const { return false; }
 };
 
 // A draw from row p (mass > 0) with uniform u.
@@ -1239,10 +1353,13 @@ Outcome tree_sampled(const KernelTable& kt, const Reader& rows, bool independent
       return emitted(depth, draw(at.p, u[n], vocab));
     }
     // Note [Tree bounds]: the node decided from float32 block sums of its rows, where certain.
-    if (independent && rows.bounded_node_worth(row, first, children.next, tokens, u, last_p, last_q)) {
+    if (independent && rows.bounded_node_worth(row)) {
       TreeScratch& s = tree_scratch(vocab);
-      const int64_t child = rows.bounded_node(row, first, children.next, tokens, u, at.p.blocks.data(),
-                                              at.q.blocks.data(), s.sums.data());
+      int64_t token = -1;
+      const int64_t child = rows.bounded_node(row, first, children.next, tokens, u, u[n], at.p.blocks.data(),
+                                              at.q.blocks.data(), s.sums.data(), s.r_blocks[0].data(), &token,
+                                              &last_p, &last_q);
+      if (child == -2) return emitted(depth, token);
       if (child >= 0) {
         path[depth++] = child;
         node = child;

@@ -428,25 +428,33 @@ Outcome accept_logits_round(const KernelTable& kt, Rows target, Rows draft, cons
 // next residual's factors. Bounds decide a comparison whenever it is certain: the exact
 // test u * q(t) * M < r(t) * Q is evaluated in float64 with roundings that are monotone, so
 // it holds if it holds with M raised to an upper bound and Q lowered to a lower bound (and
-// fails if it fails the other way round). On probability rows in float32 (rounds.cpp):
-// - A node first tries its rows' float32 block sums (two passes at float32 speed, Note
-//   [Bounded sampling]), which bound P and Q. With both in [2^-120, 2^120] the residual
-//   scale is 2^0, so a_1 = 1 / P, a_j = 1 / M_{j-1} and b = 1 / Q, each a quotient rounded
-//   once to float32 (through float64): monotone in the mass. So a_1 lies between its values
-//   at the bounds of P, a_j >= 1 / ceiling for j >= 2, since a_j * M_{j-1} <= 1 + 2^-22 gives
-//   M_j <= ceiling = (1 + 2^-22)(1 + 2^-20 + n 2^-50) + n 2^-149 (each r_j(v) is at most the
-//   float r_{j-1}(v) * a_j; the rest covers the roundings), and each r_j(t) = max(0,
-//   r_{j-1}(t) * a_j - q(t) * b), monotone in r_{j-1}(t), a_j and b, has a lower value
-//   chained from p(t) through the lower factors. The node's children are then decided in
-//   order: the first by the bounds on P and Q; a later one whose token p gives 0 is rejected
-//   (r_j(t) = 0 at every level, and u * q(t) * M < 0 never holds); the first later one with
-//   p(t) > 0 is accepted if u * q(t) * ceiling < lower r_j(t) * lower Q, or for j = 1 with
-//   M_1 bounded by the block sums of r_1 at the factors' upper corner (residual_block_sums;
-//   every r_1(v) is at most its value there, and canonical sums are monotone in each value).
-//   The accepted child's lower values must stay >= 2^-120 (they bound every M_j below, which
-//   keeps the scale at 2^0 and the masses positive). Anything else (a rejection with p(t) >
-//   0 after the first child, an uncertain comparison, every child rejected, a row the float32
-//   pass cannot vouch for) reads the node exactly.
+// fails if it fails the other way round). On probability rows in float32 (rounds.cpp,
+// ProbRows::bounded_node and ChainBounds):
+// - A node first sums its rows in float32 blocks (Note [Bounded sampling]; with the sums of
+//   max(0, p - q) in the same pass where the node will likely need them), which bound P and
+//   Q. With every mass in [2^-120, 2^120] the residual scale is 2^0, so a_1 = 1 / P,
+//   a_k = 1 / M_{k-1} and b = 1 / Q, each a quotient rounded once to float32 (through
+//   float64): monotone in the mass. r_k(v) = max(0, r_{k-1}(v) * a_k - q(v) * b) is monotone
+//   in r_{k-1}(v), a_k and b, so r_k(t) lies between the chains of p(t) through the
+//   factors' lower and upper ends. Always a_k * M_{k-1} <= 1 + 2^-22, so every M_k <=
+//   ceiling = (1 + 2^-22)(1 + 2^-20 + n 2^-50) + n 2^-149 and a_k >= 1 / ceiling.
+// - The node's children are then decided in order: the first by the bounds on P and Q; a
+//   later one whose upper r_k(t) is 0 (a token p gives 0, or one the residual has dropped,
+//   q(t) / Q >= p(t) / P for certain) is rejected whatever the masses; one whose lower
+//   r_k(t) makes u * q(t) * ceiling < r_k(t) * lower Q is accepted with no pass. Otherwise
+//   M_1 .. M_k are bounded by summing each residual once in float32 blocks at factors
+//   guessed inside their ranges: in real arithmetic r_k(v) = max(0, p(v) A_k - q(v) B_k)
+//   with A_k = a_1 ... a_k and B_k = B_{k-1} a_k + b, so the sums at guessed (A, B) carry,
+//   per block, the factors' distance times the block's masses of p and q, and the chain's
+//   rounding, 2^-23 (1 + 2^-17) (k A_k p + B_k q) per value (guess_block_err); each M_k's
+//   range bounds a_{k+1}, and the child is decided against the range of M_k where certain.
+//   Every child rejected: the draw from the last residual by bounded_sample_index on the
+//   guessed values with those margins (`approximate`). A decision needs every M_k before it
+//   certainly in [2^-120, 2^120] (summed, or the accepted token's lower r_k(t) above 2^-120):
+//   the exact rule then takes the same steps. Anything uncertain reads the node exactly.
+// - The margins grow with each chained level (the per-block bound counts all of q, also
+//   where the residual is clamped to 0), so past five or so rejections of tokens the
+//   residual keeps, ranges get too wide to decide and the node is read exactly.
 // - Read exactly, a node sums each rejected child's residual exactly (residual_store) only
 //   where the next step needs its mass to define the residual after it. Before the last
 //   step at the node, the residual's float32 block sums (or the sums of max(0, p - q) guessed
@@ -456,7 +464,8 @@ Outcome accept_logits_round(const KernelTable& kt, Rows target, Rows draft, cons
 // - A leaf's bonus token is drawn from float32 block sums (Note [Bounded sampling]).
 // Every answer is the exact rule's, bit for bit, on every path; only the time changes. The
 // native tests hold each path to the scalar path with every bound switched off, with
-// uniforms at the first and later children's boundaries.
+// uniforms at the first and later children's boundaries, and so a path whose float32 sums
+// are as far from exact as their contract allows (adversarial_kernels).
 
 // Verifies a tree: the accepted path (node indices from the root down) into path (room for
 // n), its length as n_accepted, the emitted token as token. params == nullptr: probability

@@ -2032,6 +2032,160 @@ void tree_bound_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, 
   }
 }
 
+// A path whose float32 block sums are as far from exact as their contract allows: each is
+// the exact sum of its block's values (long double) moved by 0.9 kBlockSumBound of it, all of
+// a call's sums up or all down, at random. Bounds that rely on the sums being closer than
+// promised (their errors cancelling, or factors guessed from them being right) fail against it.
+uint64_t g_adversary = 1;
+template <class Value>
+void adversarial_sums(int64_t n, double* block_sum, Value value) {
+  g_adversary = g_adversary * 6364136223846793005ull + 1442695040888963407ull;
+  const long double move = ((g_adversary >> 63) != 0 ? 0.9L : -0.9L) * static_cast<long double>(sv::kBlockSumBound);
+  for (int64_t b = 0; b < sv::num_blocks(n); ++b) {
+    long double s = 0.0L;
+    for (int64_t v = b * sv::kMassBlock; v < std::min(n, (b + 1) * sv::kMassBlock); ++v) s += value(v);
+    block_sum[b] = static_cast<double>(s * (1.0L + move));
+  }
+}
+sv::KernelTable adversarial_kernels() {
+  sv::KernelTable t = sv::scalar_kernels();
+  t.name = "adversarial";
+  t.row_block_sums = [](const float* row, int64_t n, double* block_sum) {
+    if (!sv::scalar_kernels().row_block_sums(row, n, block_sum)) return false;
+    adversarial_sums(n, block_sum, [row](int64_t v) { return row[v]; });
+    return true;
+  };
+  t.residual_block_sums = [](const float* p, const float* q, float a, float b, int64_t n, double* block_sum) {
+    adversarial_sums(n, block_sum, [=](int64_t v) { return sv::residual_value(p[v], q[v], a, b); });
+  };
+  t.pair_block_sums = [](const float* p, const float* q, int64_t n, double* ps, double* qs, double* gs) {
+    if (!sv::scalar_kernels().pair_block_sums(p, q, n, ps, qs, gs)) return false;
+    adversarial_sums(n, ps, [p](int64_t v) { return p[v]; });
+    adversarial_sums(n, qs, [q](int64_t v) { return q[v]; });
+    adversarial_sums(n, gs, [=](int64_t v) { return sv::residual_value(p[v], q[v], 1.0f, 1.0f); });
+    return true;
+  };
+  return t;
+}
+
+// Note [Tree bounds], chained residuals: one node with 2 to 7 children drawn from the draft,
+// their tokens of four kinds: the draft's ten times its largest value (the residual drops
+// them: r(t) = 0 for certain), at the edge of that (q(t) / Q within a few ulps of p(t) / P),
+// kept by the first residual and often rejected there (p(t) / P = c q(t) / Q, c in [1, 1.5):
+// deciding needs the residual's mass), or any token (repeats allowed). Rows
+// normalised or scaled by up to 2^+-40; uniforms random, and at every child's and the draw's
+// boundaries found by bisection on the exact rule. Every path with its bounds, and a path
+// whose block sums are as far off as allowed (adversarial_kernels), must give the exact
+// rule's outcome; the chained bounds must have decided rejections of tokens the
+// residual keeps, and draws after every child was rejected, in some rounds. A third of the
+// drafts are the target within 10% or 1% value by value: the residuals' masses are then small
+// and the guessed factors' margins large next to them.
+void chained_tree_bound_tests(Rng& rng, std::vector<const sv::KernelTable*> kts, int count, int64_t max_n) {
+  const sv::KernelTable exact = without_bounds(sv::scalar_kernels());
+  const sv::KernelTable adversary = adversarial_kernels();
+  kts.push_back(&adversary);
+  const int fills[] = {kUniform, kSpiky, kSparse, kDenormal};
+  int64_t decided_kept = 0, decided_draws = 0, boundaries = 0;
+  for (int r = 0; r < count; ++r) {
+    const int64_t vocab = 8 + rng.below(max_n);
+    const int64_t width = 2 + rng.below(6);
+    std::vector<int64_t> parents(width, -1), tokens(width);
+    std::vector<float> rows[2];
+    for (auto& v : rows) {
+      v = make_row(rng, vocab, fills[rng.below(4)]);
+      v[rng.below(vocab)] = 0.5f;
+      double sum = 0.0;
+      for (float x : v) sum += x;
+      const double scale = rng.below(2) ? 1.0 / sum : std::ldexp(1.0 / sum, static_cast<int>(rng.below(81)) - 40);
+      for (float& x : v) x = static_cast<float>(x * scale);
+    }
+    std::vector<float>& p = rows[0];
+    std::vector<float>& q = rows[1];
+    if (rng.below(3) == 0) {  // a draft close to the target: small residual masses
+      const double spread = rng.below(2) ? 0.2 : 0.02;
+      for (int64_t v = 0; v < vocab; ++v) q[v] = static_cast<float>(p[v] * (1.0 + spread * (rng.uniform() - 0.5)));
+    }
+    const auto masses = [&](double* P, double* Q) {
+      std::vector<double> blocks(sv::num_blocks(vocab));
+      exact.row_mass(p.data(), vocab, blocks.data(), P);
+      exact.row_mass(q.data(), vocab, blocks.data(), Q);
+    };
+    const int kind_set = rng.below(4);  // which kinds this round's tokens take
+    bool kept_kind = false;
+    for (int64_t c = 0; c < width; ++c) {
+      const int64_t t = rng.below(vocab);
+      tokens[c] = t;
+      const int kinds[] = {0, 1, 2, 2, 3};
+      const int kind = c == 0 && rng.below(4) != 0 ? 0 : kind_set == 3 ? kinds[rng.below(5)] : kind_set;
+      double P = 0, Q = 0;
+      masses(&P, &Q);
+      if (kind == 0) {
+        q[t] = 10.0f * *std::max_element(q.begin(), q.end());
+      } else if (kind == 1 && p[t] > 0.0f) {
+        float x = static_cast<float>(static_cast<double>(p[t]) * Q / P);
+        for (int64_t s = static_cast<int64_t>(rng.below(7)) - 3; s != 0; s += s > 0 ? -1 : 1)
+          x = std::nextafter(x, s > 0 ? 1.0f : 0.0f);
+        q[t] = x;
+      } else if (kind == 2 && c > 0) {
+        if (p[t] == 0.0f) p[t] = static_cast<float>(P / static_cast<double>(vocab));
+        masses(&P, &Q);
+        q[t] = static_cast<float>(static_cast<double>(p[t]) / (1.0 + 0.5 * rng.uniform()) * Q / P);
+        kept_kind = true;
+      }
+    }
+    std::vector<double> u(width + 1);
+    for (double& x : u) x = rng.uniform();
+    // The children's rows (an accepted child's target row gives the bonus token).
+    std::vector<float> target = p, draft = q;
+    for (int64_t c = 0; c < width; ++c) {
+      const std::vector<float> leaf = make_row(rng, vocab, kUniform);
+      target.insert(target.end(), leaf.begin(), leaf.end());
+      draft.insert(draft.end(), leaf.begin(), leaf.end());
+    }
+    const sv::Rows t_rows{target.data(), vocab}, d_rows{draft.data(), vocab};
+    const auto outcome = [&](const sv::KernelTable& kt, const std::vector<double>& uu) {
+      std::vector<int64_t> path(width + 1, -1);
+      const sv::Outcome o = sv::tree_round(kt, t_rows, d_rows, tokens.data(), parents.data(), width, uu.data(), vocab,
+                                           nullptr, path.data());
+      return std::make_tuple(static_cast<int>(o.error), o.n_accepted, o.token, path[0]);
+    };
+    // The uniforms to try: the random ones, then each uniform's boundaries.
+    std::vector<std::vector<double>> trials = {u};
+    for (int64_t j = 0; j <= width; ++j)
+      for (const auto& uu : boundary_uniforms(u, j, 0.0, [&](const std::vector<double>& x) { return outcome(exact, x); })) {
+        trials.push_back(uu);
+        ++boundaries;
+      }
+    for (size_t i = 0; i < trials.size(); ++i) {
+      g_store_table = &exact;
+      sv::KernelTable counted_exact = exact;
+      counted_exact.residual_store = counted_store;
+      g_store_calls = 0;
+      const auto want = outcome(counted_exact, trials[i]);
+      const int64_t exact_stores = g_store_calls;
+      for (const sv::KernelTable* kt : kts) {
+        sv::KernelTable counted = *kt;
+        g_store_table = kt;
+        counted.residual_store = counted_store;
+        g_store_calls = 0;
+        const auto got = outcome(counted, trials[i]);
+        if (i == 0 && g_store_calls < exact_stores && std::get<1>(want) == 0) ++decided_draws;
+        if (i == 0 && kept_kind && g_store_calls < exact_stores && exact_stores >= 2) ++decided_kept;
+        char buf[200];
+        std::snprintf(buf, sizeof buf, "%s chained tree bounds %d (width %lld, V=%lld, kinds %d, uniforms %zu)",
+                      kt->name, r, (long long)width, (long long)vocab, kind_set, i);
+        check(got == want && std::get<0>(want) == 0 && g_store_calls <= exact_stores,
+              std::string(buf) + ": the exact rule's outcome");
+      }
+    }
+  }
+  if (count >= 50) {
+    check(decided_kept * 8 > count, "chained bounds decided rejections of kept tokens (" + std::to_string(decided_kept) + ")");
+    check(decided_draws * 4 > count, "chained bounds decided draws after every child (" + std::to_string(decided_draws) + ")");
+    check(boundaries > count, "chained tree boundaries searched (" + std::to_string(boundaries) + ")");
+  }
+}
+
 // Note [Ragged batches]: run_batch on random ragged batches (mixed greedy and sampled
 // sequences, K_b from 0 to 6, probability and logits rows, with and without draft rows,
 // both methods) equals the single-sequence rounds on each sequence's rows with the same
@@ -2185,6 +2339,8 @@ int main(int argc, char** argv) {
   tree_tests(rng, kts, quick ? 4 : 20, 40000);
   tree_bound_tests(rng, kts, quick ? 150 : 1500, 3000);
   tree_bound_tests(rng, kts, quick ? 6 : 30, 40000);
+  chained_tree_bound_tests(rng, kts, quick ? 60 : 400, 2000);
+  chained_tree_bound_tests(rng, kts, quick ? 3 : 12, 40000);
   batch_tests(rng, kts, quick ? 20 : 150, 300);
   batch_tests(rng, kts, quick ? 2 : 6, 32000);
 
