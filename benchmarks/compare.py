@@ -517,12 +517,15 @@ def tree_cases(sv, v: int, seed: int):
     uniforms of 0.5 (the residual then drops it: r(t) = 0 after the first rejection); and,
     in the width-4 trees, the second sibling a token the first residual keeps
     (p(t) / P = 1.2 q(t) / Q, so r_1(t) = 0.2 q(t) / Q > 0), rejected by a uniform of 0.999:
-    deciding it needs the first residual's mass (Note [Tree bounds]). The floor: one
+    deciding it needs the first residual's mass (Note [Tree bounds]); that kind also on rows
+    renormalised to mass 1 after the edits, as a softmax gives them (the pass over p and q
+    then sums the first residual too). The floor: one
     torch.sum over the 2 * depth + 1 rows read (target and draft of each expanded node, the
     leaf's target). The reference: the same rules in PyTorch."""
     cases = []
-    shapes_kinds = [(shape, kind) for shape in ((8, 2, 4), (32, 4, 4)) for kind in ("p0", "kept", "residual")
-                    if kind != "residual" or shape[1] >= 3]
+    shapes_kinds = [(shape, kind) for shape in ((8, 2, 4), (32, 4, 4))
+                    for kind in ("p0", "kept", "residual", "residual, mass 1")
+                    if not kind.startswith("residual") or shape[1] >= 3]
     for (n_nodes, width, depth), kind in shapes_kinds:
         parents, spine = tree_shape(n_nodes, width, depth)
         g = torch.Generator().manual_seed(seed)
@@ -538,14 +541,19 @@ def tree_cases(sv, v: int, seed: int):
             for i, c in enumerate(kids[:-1]):
                 if kind == "p0":
                     target[node + 1, tokens[c]] = 0.0  # rejected
-                elif kind != "residual" or i != 1:
+                elif not kind.startswith("residual") or i != 1:
                     draft[node + 1, tokens[c]] = draft[node + 1].max() * 10  # rejected with u = 0.5
             # The spine child keeps residual mass through every rejection before it.
             target[node + 1, tokens[kids[-1]]] = target[node + 1].max()
             draft[node + 1, tokens[kids[-1]]] *= 1e-3
-            if kind == "residual":  # last, on the rows' final masses: r_1(t) > 0
+            if kind.startswith("residual"):  # last, on the rows' final masses: r_1(t) > 0
                 p, q, t = target[node + 1], draft[node + 1], tokens[kids[1]]
+                if kind.endswith("mass 1"):  # renormalised, as a softmax gives them
+                    p /= p.sum()
+                    q /= q.sum()
                 q[t] = (q.sum() - q[t]) / (1.2 * p.sum() / p[t] - 1.0)  # q(t) / Q = p(t) / (1.2 P)
+                if kind.endswith("mass 1"):
+                    q /= q.sum()
                 u[kids[1]] = 0.999
             node = spine[level]
         path, _ = sv.verify_tree_probs_with_uniforms(target, tokens, parents, draft, u)
@@ -560,7 +568,8 @@ def tree_cases(sv, v: int, seed: int):
         cols = {"ours": Column("ours", sv.verify_tree_probs_with_uniforms, [(target, tokens, parents, draft, u)]),
                 "ref": Column("ref", torch_reference.verify_tree, [(target, tokens, parents, draft, u)]),
                 "floor": Column("floor", torch.sum, [(floor_rows,)])}
-        rejected = {"p0": "p(t) = 0", "kept": "p(t) > 0", "residual": "p(t) > 0, the second with r(t) > 0"}[kind]
+        rejected = {"p0": "p(t) = 0", "kept": "p(t) > 0", "residual": "p(t) > 0, the second with r(t) > 0",
+                    "residual, mass 1": "p(t) > 0, the second with r(t) > 0, rows of mass 1"}[kind]
         label = f"{n_nodes} nodes, width {width}, rejected {rejected}"
         cases.append(Case("tree", v, depth, label, 2 * depth + 1, cols,
                           {"nodes": n_nodes, "width": width, "tried": width * depth}))
