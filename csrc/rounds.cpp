@@ -627,6 +627,7 @@ struct WeightBounds {
 // The bounds of row x (n logits, temperature > 0): false, with nothing decided, if the path
 // has no row_weight_sums or the row is malformed (the exact warp then reports it).
 bool bound_weights(const KernelTable& kt, const float* x, int64_t n, float temperature, WeightBounds* wb) {
+  wb->x = nullptr;  // until these bounds are whole: a failed call leaves none to reuse
   if (kt.row_weight_sums == nullptr) return false;
   int64_t top = 0;
   if (!kt.row_argmax(x, n, &top) || std::isinf(x[top])) return false;  // NaN, +inf, all -inf

@@ -207,6 +207,23 @@ def test_generator_unchanged_when_a_later_row_is_bad(sv):
     del fine
 
 
+@pytest.mark.parametrize("k", [1, 3])
+@pytest.mark.parametrize("which", ["target", "draft"])
+@pytest.mark.parametrize("value", [NAN, INF])
+def test_a_reused_buffer_is_read_again(sv, k, which, value):
+    """A model that writes its logits into the same buffers every round: a round at
+    temperature only must judge what the rows hold now. A bad value written into a row the
+    round reads, at the address an earlier round last took bounds from (the draft's row 0
+    with K = 1), is reported."""
+    target, draft = P[: k + 1].clone(), P[:k].clone()  # every draft token accepted
+    tokens = P[:k].argmax(-1)
+    u = torch.full((k + 1,), 0.5, dtype=torch.float64)
+    assert sv.accept_logits_with_uniforms(target, draft, tokens, u, temperature=0.8)[0] == k
+    (target if which == "target" else draft)[0, 7] = value
+    with pytest.raises(ValueError, match=rf"{which}_logits\[0, 7\] = {value}"):
+        sv.accept_logits_with_uniforms(target, draft, tokens, u, temperature=0.8)
+
+
 def test_bad_generator(sv):
     for op in ("sample", "accept_logits"):
         with pytest.raises(TypeError, match=rf"^spec_verify\.{op}: generator must be a torch.Generator or None, got int"):

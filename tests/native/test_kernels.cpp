@@ -1709,6 +1709,59 @@ void counted_row_weights(const float* x, int64_t n, float temperature, float z_m
   g_weights_counted->row_weights(x, n, temperature, z_max, w, blocks, mass);
 }
 
+// Rows read again at the same addresses with new contents (a model writing its logits into
+// one buffer): a round at temperature only must see what the rows hold now. Every path
+// decides a round on good rows, then the same buffers with a NaN, a +inf or every value
+// -inf in one row (target or draft, position 0 or 1, rejected or accepted there) must
+// report that row, as the exact rule does; and the good rows again, the first outcome.
+void reused_logit_buffer_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int count) {
+  const sv::KernelTable exact = without_bounds(sv::scalar_kernels());
+  const float inf = std::numeric_limits<float>::infinity();
+  sv::WarpParams wp;
+  wp.temperature = 0.8f;
+  for (int r = 0; r < count; ++r) {
+    const int64_t vocab = 2 + rng.below(3000), k = 2;
+    std::vector<float> target, draft;
+    for (int64_t i = 0; i <= k; ++i) {
+      const std::vector<float> row = make_row(rng, vocab, kLogits);
+      target.insert(target.end(), row.begin(), row.end());
+      if (i < k) {
+        std::vector<float> d = row;
+        if (rng.below(2)) d[rng.below(vocab)] += 5.0f;
+        draft.insert(draft.end(), d.begin(), d.end());
+      }
+    }
+    std::vector<int64_t> tokens(k);
+    for (int64_t i = 0; i < k; ++i) sv::scalar_kernels().row_argmax(draft.data() + i * vocab, vocab, &tokens[i]);
+    std::vector<double> u(k + 1);
+    for (double& x : u) x = rng.uniform();
+    const sv::Rows t_rows{target.data(), vocab}, d_rows{draft.data(), vocab};
+    const bool in_draft = rng.below(2) != 0;
+    const int64_t row = rng.below(k);
+    const int bad = rng.below(3);
+    for (const sv::KernelTable* kt : kts) {
+      const sv::Outcome good = sv::accept_logits_round(*kt, t_rows, d_rows, tokens.data(), u.data(), k, vocab, wp);
+      std::vector<float>& rows = in_draft ? draft : target;
+      const std::vector<float> saved(rows.begin() + row * vocab, rows.begin() + (row + 1) * vocab);
+      if (bad == 2) std::fill(rows.begin() + row * vocab, rows.begin() + (row + 1) * vocab, -inf);
+      else rows[row * vocab + rng.below(vocab)] = bad == 0 ? std::numeric_limits<float>::quiet_NaN() : inf;
+      const sv::Outcome want = sv::accept_logits_round(exact, t_rows, d_rows, tokens.data(), u.data(), k, vocab, wp);
+      const sv::Outcome got = sv::accept_logits_round(*kt, t_rows, d_rows, tokens.data(), u.data(), k, vocab, wp);
+      std::copy(saved.begin(), saved.end(), rows.begin() + row * vocab);
+      const sv::Outcome again = sv::accept_logits_round(*kt, t_rows, d_rows, tokens.data(), u.data(), k, vocab, wp);
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "%s reused logits buffer %d (V=%lld, %s row %lld, %s)", kt->name, r,
+                    (long long)vocab, in_draft ? "draft" : "target", (long long)row,
+                    bad == 0 ? "NaN" : bad == 1 ? "+inf" : "all -inf");
+      check(got.error == want.error && got.row == want.row && got.in_draft == want.in_draft &&
+                (want.error != sv::InputError::kNone || (got.n_accepted == want.n_accepted && got.token == want.token)),
+            std::string(buf) + ": the new contents' outcome");
+      check(again.error == good.error && again.n_accepted == good.n_accepted && again.token == good.token,
+            std::string(buf) + ": the good rows' outcome again");
+    }
+  }
+}
+
 void bounded_logit_rejection_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int count, int64_t max_n) {
   int64_t decided = 0, rejected_rounds = 0, boundaries = 0;
   for (int r = 0; r < count; ++r) {
@@ -2334,6 +2387,7 @@ int main(int argc, char** argv) {
   bounded_warping_rounds(rng, kts, quick ? 200 : 1500, 3000);
   bounded_warping_rounds(rng, kts, quick ? 6 : 30, 160000);
   bounded_logit_rejection_tests(rng, kts, quick ? 60 : 500, 3000);
+  reused_logit_buffer_tests(rng, kts, quick ? 100 : 600);
   bounded_logit_rejection_tests(rng, kts, quick ? 3 : 12, 160000);
   tree_tests(rng, kts, quick ? 100 : 800, 700);
   tree_tests(rng, kts, quick ? 4 : 20, 40000);
