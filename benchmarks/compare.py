@@ -573,7 +573,30 @@ def tree_cases(sv, v: int, seed: int):
         label = f"{n_nodes} nodes, width {width}, rejected {rejected}"
         cases.append(Case("tree", v, depth, label, 2 * depth + 1, cols,
                           {"nodes": n_nodes, "width": width, "tried": width * depth}))
+        if kind in ("p0", "residual"):
+            cases.append(logits_tree_case(sv, v, depth, label, target, tokens, parents, draft, u, floor_rows, spine,
+                                          {"nodes": n_nodes, "width": width, "tried": width * depth}))
     return cases
+
+
+def logits_tree_case(sv, v, depth, label, target, tokens, parents, draft, u, floor_rows, spine, extra):
+    """The same tree on logits at temperature 0.8 (0.8 log of the rows: the warped rows are
+    the probability rows up to rounding), verify_tree_with_uniforms against the PyTorch way
+    (softmax of every row at the temperature, then the same rules) and one read pass."""
+    tl, dl = target.log() * 0.8, draft.log() * 0.8
+    path, _ = sv.verify_tree_with_uniforms(tl, tokens, parents, dl, u, temperature=0.8)
+    if path.tolist() != spine:
+        raise RuntimeError(f"logits tree case: path {path.tolist()}, built for {spine}")
+
+    def ref():
+        return torch_reference.verify_tree(torch.softmax(tl / 0.8, -1), tokens, parents,
+                                           torch.softmax(dl / 0.8, -1), u)
+
+    cols = {"ours": Column("ours", lambda: sv.verify_tree_with_uniforms(tl, tokens, parents, dl, u, temperature=0.8),
+                           [()]),
+            "ref": Column("ref", ref, [()]),
+            "floor": Column("floor", torch.sum, [(floor_rows,)])}
+    return Case("tree", v, depth, f"{label}, logits T 0.8", 2 * depth + 1, cols, extra)
 
 
 def tree_report(cases: list, path: str):

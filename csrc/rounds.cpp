@@ -232,6 +232,9 @@ struct ChainBounds {
   double ceiling;
   int64_t vocab, summed = 0;
   float ga = 0.0f, gb = 0.0f;  // the factors the last summed level was guessed at
+  // Rows summed in place of the exact ones (approximate weights, Note [Bounded warping]):
+  // each value within value_err of the exact one, relatively (plus 2^-148).
+  double value_err = 0.0;
   ChainBounds(double p_lo, double p_hi, double q_lo, double q_hi, int64_t n)
       : b_lo(static_cast<float>(1.0 / q_hi)), b_hi(static_cast<float>(1.0 / q_lo)), vocab(n) {
     // a_k * M_{k-1} <= 1 + 2^-22, so M_k <= ceiling (residual_mass_ceiling) at every level,
@@ -272,7 +275,9 @@ struct ChainBounds {
   // later factors' products is B_k / b). The guessed values max(0, p ga - q gb) move from
   // the real ones by at most |A_k - ga| p + |B_k - gb| q: guess_block_err with k A_k's and
   // B_k's upper bounds for the true factors' rounding. at_one: fr already holds the sums at
-  // ga = gb = 1 (used where the factors' distance to 1 is below 2^-12).
+  // ga = gb = 1 (used where the factors' distance to 1 is below 2^-12). With value_err, p
+  // and q are approximations of the exact rows: the factors times each value's error more
+  // (fp and fq then bound the block masses of both).
   bool sum_next(const KernelTable& kt, const float* p, const float* q, const double* fp, const double* fq,
                 double* fr, double* ferr, bool at_one) {
     const int64_t k = summed + 1;
@@ -300,9 +305,11 @@ struct ChainBounds {
       kt.residual_block_sums(p, q, ga, gb, vocab, fr);
     }
     const double ka = static_cast<double>(k) * A_hi * (1.0 + 0x1p-17), kb = B_hi * (1.0 + 0x1p-17);
-    const double floor = 0x1p-138 * (B_hi / b_lo);
-    for (int64_t b = 0; b < num_blocks(vocab); ++b)
-      ferr[b] = guess_block_err(fp[b] * (1.0 + 0x1p-20), fq[b] * (1.0 + 0x1p-20), fr[b], ga, gb, da, db, ka, kb) + floor;
+    const double floor = 0x1p-138 * (B_hi / b_lo) + (value_err > 0.0 ? (A_hi + B_hi) * 0x1p-140 : 0.0);
+    for (int64_t b = 0; b < num_blocks(vocab); ++b) {
+      const double pb = fp[b] * (1.0 + 0x1p-20), qb = fq[b] * (1.0 + 0x1p-20);
+      ferr[b] = guess_block_err(pb, qb, fr[b], ga, gb, da, db, ka, kb) + value_err * (A_hi * pb + B_hi * qb) + floor;
+    }
     double lo = 0.0, hi = 0.0;
     if (!bounded_mass_range(fr, vocab, &lo, &hi, ferr) || !(lo >= kLow) || !(hi <= kHigh)) return false;
     m_lo[k] = lo;
@@ -356,11 +363,13 @@ struct ProbRows {
   // Note [Tree bounds] (spec_verify.h): node row i's children (first c, then next[c]) decided
   // from float32 block sums of its rows alone, where certain. Returns the accepted child; -2
   // when every child is rejected, with the token drawn with uniform u_draw in *token; or -1:
-  // nothing decided (read the node exactly; that also reports a malformed row). fp, fq, fr,
-  // ferr: room for block sums.
+  // nothing decided (read the node exactly; that also reports a malformed row). at's block
+  // masses, fr, ferr: room for block sums.
   int64_t bounded_node(int64_t i, int64_t c, const std::vector<int64_t>& next, const int64_t* tokens,
-                       const double* u, double u_draw, double* fp, double* fq, double* fr, double* ferr,
-                       int64_t* token, double* last_p, double* last_q) const {
+                       const double* u, double u_draw, Position& at, double* fr, double* ferr, int64_t* token,
+                       double* last_p, double* last_q) const {
+    double* fp = at.p.blocks.data();
+    double* fq = at.q.blocks.data();
     const RowRef pr = target.row(i), qr = draft.row(i);
     if (kt.row_block_sums == nullptr || kt.residual_block_sums == nullptr || pr.type != Elem::kF32 ||
         qr.type != Elem::kF32)
@@ -625,8 +634,10 @@ struct WeightBounds {
 };
 
 // The bounds of row x (n logits, temperature > 0): false, with nothing decided, if the path
-// has no row_weight_sums or the row is malformed (the exact warp then reports it).
-bool bound_weights(const KernelTable& kt, const float* x, int64_t n, float temperature, WeightBounds* wb) {
+// has no row_weight_sums or the row is malformed (the exact warp then reports it). The
+// approximate weights go to w unless it is null.
+bool bound_weights(const KernelTable& kt, const float* x, int64_t n, float temperature, WeightBounds* wb,
+                   float* w = nullptr) {
   wb->x = nullptr;  // until these bounds are whole: a failed call leaves none to reuse
   if (kt.row_weight_sums == nullptr) return false;
   int64_t top = 0;
@@ -644,7 +655,7 @@ bool bound_weights(const KernelTable& kt, const float* x, int64_t n, float tempe
   wb->temperature = temperature;
   wb->z_max = z_max;
   wb->cached = -1;
-  kt.row_weight_sums(x, n, temperature, z_max, nullptr, wb->sums.data());
+  kt.row_weight_sums(x, n, temperature, z_max, w, wb->sums.data());
   weight_mass_range(wb->sums.data(), n, wb->err.data(), &wb->lo, &wb->hi);
   return wb->lo > 0.0;
 }
@@ -766,11 +777,69 @@ struct LogitRows {
   // Without a cheap look at the masses, every position tries the bounds first (a rejection
   // then pays for them on top of the exact warp: at most once a round).
   bool likely_accepted(int64_t i, bool one_hot, int64_t, double, double, double) const { return bounded(i, one_hot); }
-  int64_t bounded_node(int64_t, int64_t, const std::vector<int64_t>&, const int64_t*, const double*, double, double*,
-                       double*, double*, double*, int64_t*, double*, double*) const {
+  // Note [Tree bounds] on warped rows at temperature only (Note [Bounded warping]): node row
+  // i's children decided from the approximate weights of its rows (stored in at's buffers),
+  // whose block sums bound P and Q, and the exact weights at the children's tokens, as on
+  // probability rows (ChainBounds): the residuals' sums are taken over the approximate
+  // weights, with each weight's error (kApproxWeightBound) in the margins. Returns the
+  // accepted child; -2 when every child is rejected, with the token drawn into *token; or
+  // -1: nothing decided (the node is warped and read exactly).
+  int64_t bounded_node(int64_t i, int64_t c, const std::vector<int64_t>& next, const int64_t* tokens,
+                       const double* u, double u_draw, Position& at, double* fr, double* ferr, int64_t* token,
+                       double*, double*) const {
+    if (!bounded(i, false) || kt.residual_block_sums == nullptr) return -1;
+    WeightBounds& p = weight_bounds(0);
+    WeightBounds& q = weight_bounds(1);
+    float* wp = at.p.buffer.data();
+    float* wq = at.q.buffer.data();
+    if (!bound_weights(kt, static_cast<const float*>(target.row(i).data), vocab, params.temperature, &p, wp) ||
+        !bound_weights(kt, static_cast<const float*>(draft.row(i).data), vocab, params.temperature, &q, wq))
+      return -1;
+    if (!(p.lo >= ChainBounds::kLow) || !(p.hi <= ChainBounds::kHigh) || !(q.lo >= ChainBounds::kLow) ||
+        !(q.hi <= ChainBounds::kHigh))
+      return -1;
+    const int64_t t = tokens[c];
+    const double uq = u[c] * static_cast<double>(q.weight_at(t)), pt = p.weight_at(t);
+    if (uq * p.hi < pt * q.lo) return c;
+    if (!(uq * p.lo >= pt * q.hi)) return -1;
+    ChainBounds ch(p.lo, p.hi, q.lo, q.hi, vocab);
+    ch.value_err = kApproxWeightBound;
+    // Block sums bounding both the exact weights' and the approximate ones'.
+    double* fp = at.p.blocks.data();
+    double* fq = at.q.blocks.data();
+    for (int64_t b = 0; b < num_blocks(vocab); ++b) {
+      fp[b] = std::max(p.sums[b] + p.err[b], p.sums[b] * (1.0 + 0x1p-19)) * (1.0 + 0x1p-40);
+      fq[b] = std::max(q.sums[b] + q.err[b], q.sums[b] * (1.0 + 0x1p-19)) * (1.0 + 0x1p-40);
+    }
+    const auto sum_to = [&](int64_t j) {
+      while (ch.summed < j)
+        if (!ch.sum_next(kt, wp, wq, fp, fq, fr, ferr, false)) return false;
+      return true;
+    };
+    int64_t j = 1;
+    for (int64_t cj = next[c]; cj >= 0; cj = next[cj], ++j) {
+      if (j >= ChainBounds::kLevels) return -1;
+      const float pj = p.weight_at(tokens[cj]), qj = q.weight_at(tokens[cj]);
+      if (ch.upper(pj, qj, j) == 0.0f) continue;
+      const double uqj = u[cj] * static_cast<double>(qj);
+      bool in_range = false;
+      float lo = ch.lower(pj, qj, j, &in_range);
+      if (in_range && uqj * ch.ceiling < static_cast<double>(lo) * q.lo) return cj;
+      if (!sum_to(j)) return -1;
+      lo = ch.lower(pj, qj, j, &in_range);
+      const float hi = ch.upper(pj, qj, j);
+      if (uqj * ch.m_hi[j] < static_cast<double>(lo) * q.lo) return cj;
+      if (uqj * ch.m_lo[j] >= static_cast<double>(hi) * q.hi) continue;
+      return -1;
+    }
+    if (j >= ChainBounds::kLevels || !sum_to(j)) return -1;
+    const float ga = ch.ga, gb = ch.gb;
+    const auto guess = [wp, wq, ga, gb](int64_t v) { return residual_value(wp[v], wq[v], ga, gb); };
+    if (bounded_sample_index(fr, vocab, u_draw, guess, token, nullptr, ferr, true)) return -2;
+    ++t_bounded_fallbacks;
     return -1;
   }
-  bool bounded_node_worth(int64_t) const { return false; }
+  bool bounded_node_worth(int64_t i) const { return bounded(i, false); }
 };
 
 // A draw from row p (mass > 0) with uniform u.
@@ -1357,9 +1426,8 @@ Outcome tree_sampled(const KernelTable& kt, const Reader& rows, bool independent
     if (independent && rows.bounded_node_worth(row)) {
       TreeScratch& s = tree_scratch(vocab);
       int64_t token = -1;
-      const int64_t child = rows.bounded_node(row, first, children.next, tokens, u, u[n], at.p.blocks.data(),
-                                              at.q.blocks.data(), s.sums.data(), s.r_blocks[0].data(), &token,
-                                              &last_p, &last_q);
+      const int64_t child = rows.bounded_node(row, first, children.next, tokens, u, u[n], at, s.sums.data(),
+                                              s.r_blocks[0].data(), &token, &last_p, &last_q);
       if (child == -2) return emitted(depth, token);
       if (child >= 0) {
         path[depth++] = child;

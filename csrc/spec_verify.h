@@ -455,6 +455,11 @@ Outcome accept_logits_round(const KernelTable& kt, Rows target, Rows draft, cons
 // - The margins grow with each chained level (the per-block bound counts all of q, also
 //   where the residual is clamped to 0), so past five or so rejections of tokens the
 //   residual keeps, ranges get too wide to decide and the node is read exactly.
+// - On logits at temperature only (Note [Bounded warping]) the same, with the approximate
+//   weights (stored by the pass that sums them) in place of p and q: their block sums bound
+//   P and Q, the children's values are the exact weights at their tokens, and the residual
+//   sums over the approximate weights carry each weight's kApproxWeightBound in their
+//   margins. Top-k, top-p and min-p rows are warped and read exactly.
 // - Read exactly, a node sums each rejected child's residual exactly (residual_store) only
 //   where the next step needs its mass to define the residual after it. Before the last
 //   step at the node, the residual's float32 block sums (or the sums of max(0, p - q) guessed

@@ -2130,7 +2130,8 @@ sv::KernelTable adversarial_kernels() {
 // boundaries found by bisection on the exact rule. Every path with its bounds, and a path
 // whose block sums are as far off as allowed (adversarial_kernels), must give the exact
 // rule's outcome; the chained bounds must have decided rejections of tokens the
-// residual keeps, and draws after every child was rejected, in some rounds. A third of the
+// residual keeps, and draws after every child was rejected, in some rounds. Then the same
+// trees on logits rows at temperature only. A third of the
 // drafts are the target within 10% or 1% value by value: the residuals' masses are then small
 // and the guessed factors' margins large next to them.
 void chained_tree_bound_tests(Rng& rng, std::vector<const sv::KernelTable*> kts, int count, int64_t max_n) {
@@ -2138,7 +2139,7 @@ void chained_tree_bound_tests(Rng& rng, std::vector<const sv::KernelTable*> kts,
   const sv::KernelTable adversary = adversarial_kernels();
   kts.push_back(&adversary);
   const int fills[] = {kUniform, kSpiky, kSparse, kDenormal};
-  int64_t decided_kept = 0, decided_draws = 0, boundaries = 0;
+  int64_t decided_kept = 0, decided_draws = 0, decided_logit_nodes = 0, boundaries = 0;
   for (int r = 0; r < count; ++r) {
     const int64_t vocab = 8 + rng.below(max_n);
     const int64_t width = 2 + rng.below(6);
@@ -2231,8 +2232,58 @@ void chained_tree_bound_tests(Rng& rng, std::vector<const sv::KernelTable*> kts,
               std::string(buf) + ": the exact rule's outcome");
       }
     }
+    // The same tree on logits at temperature only (T log of the rows: weights proportional
+    // to them up to rounding), whose nodes Note [Tree bounds] decides from approximate weight
+    // sums: every path against the exact rule without bounds, at random uniforms and at each
+    // uniform's boundaries on the logits rows. A node decided by bounds warps neither row
+    // exactly (fewer row_weights calls).
+    sv::WarpParams wp;
+    wp.temperature = 0.9f;
+    std::vector<float> tl(target.size()), dl(draft.size());
+    for (size_t v = 0; v < tl.size(); ++v) {
+      tl[v] = target[v] > 0.0f ? 0.9f * std::log(target[v]) : -std::numeric_limits<float>::infinity();
+      dl[v] = draft[v] > 0.0f ? 0.9f * std::log(draft[v]) : -std::numeric_limits<float>::infinity();
+    }
+    const sv::Rows tl_rows{tl.data(), vocab}, dl_rows{dl.data(), vocab};
+    const auto logit_outcome = [&](const sv::KernelTable& kt, const std::vector<double>& uu) {
+      std::vector<int64_t> path(width + 1, -1);
+      const sv::Outcome o = sv::tree_round(kt, tl_rows, dl_rows, tokens.data(), parents.data(), width, uu.data(),
+                                           vocab, &wp, path.data());
+      return std::make_tuple(static_cast<int>(o.error), o.n_accepted, o.token, path[0]);
+    };
+    std::vector<std::vector<double>> logit_trials = {u};
+    for (int64_t j = 0; j < width; ++j)
+      for (const auto& uu : boundary_uniforms(u, j, 0.0, [&](const std::vector<double>& x) {
+             return logit_outcome(exact, x);
+           })) {
+        logit_trials.push_back(uu);
+        ++boundaries;
+      }
+    for (size_t i = 0; i < logit_trials.size(); ++i) {
+      g_weights_counted = &exact;
+      sv::KernelTable counted_exact = exact;
+      counted_exact.row_weights = counted_row_weights;
+      g_weights_calls = 0;
+      const auto want = logit_outcome(counted_exact, logit_trials[i]);
+      const int64_t exact_calls = g_weights_calls;
+      for (const sv::KernelTable* kt : kts) {
+        if (kt->row_weight_sums == nullptr) continue;
+        sv::KernelTable counted = *kt;
+        g_weights_counted = kt;
+        counted.row_weights = counted_row_weights;
+        g_weights_calls = 0;
+        const auto got = logit_outcome(counted, logit_trials[i]);
+        if (i == 0 && g_weights_calls < exact_calls) ++decided_logit_nodes;
+        char buf[200];
+        std::snprintf(buf, sizeof buf, "%s chained tree bounds on logits %d (width %lld, V=%lld, kinds %d, uniforms %zu)",
+                      kt->name, r, (long long)width, (long long)vocab, kind_set, i);
+        check(got == want && std::get<0>(want) == 0, std::string(buf) + ": the exact rule's outcome");
+      }
+    }
   }
   if (count >= 50) {
+    check(decided_logit_nodes * 2 > count,
+          "tree nodes on logits decided by bounds (" + std::to_string(decided_logit_nodes) + ")");
     check(decided_kept * 8 > count, "chained bounds decided rejections of kept tokens (" + std::to_string(decided_kept) + ")");
     check(decided_draws * 4 > count, "chained bounds decided draws after every child (" + std::to_string(decided_draws) + ")");
     check(boundaries > count, "chained tree boundaries searched (" + std::to_string(boundaries) + ")");
