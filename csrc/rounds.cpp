@@ -229,6 +229,7 @@ struct ChainBounds {
   float a_lo[kLevels + 1], a_hi[kLevels + 1];
   double m_lo[kLevels + 1], m_hi[kLevels + 1];
   float b_lo, b_hi;
+  double q_lo, q_hi;  // Q's range
   double ceiling;
   int64_t vocab, summed = 0;
   float ga = 0.0f, gb = 0.0f;  // the factors the last summed level was guessed at
@@ -236,7 +237,8 @@ struct ChainBounds {
   // each value within value_err of the exact one, relatively (plus 2^-148).
   double value_err = 0.0;
   ChainBounds(double p_lo, double p_hi, double q_lo, double q_hi, int64_t n)
-      : b_lo(static_cast<float>(1.0 / q_hi)), b_hi(static_cast<float>(1.0 / q_lo)), vocab(n) {
+      : b_lo(static_cast<float>(1.0 / q_hi)), b_hi(static_cast<float>(1.0 / q_lo)), q_lo(q_lo), q_hi(q_hi),
+        vocab(n) {
     // a_k * M_{k-1} <= 1 + 2^-22, so M_k <= ceiling (residual_mass_ceiling) at every level,
     // and a_k >= 1 / ceiling for k >= 2.
     ceiling = residual_mass_ceiling(1.0f, 1.0 + 0x1p-22, n);
@@ -321,6 +323,51 @@ struct ChainBounds {
   }
 };
 
+// Note [Tree bounds]: the children after a rejected first child c (then next[c], ...)
+// against the chained residuals of ch, the node's rows summed as sp and sq (the rows
+// themselves, or approximations of them within ch.value_err) with fp and fq bounding their
+// block masses; values(t) gives the exact rows' p(t) and q(t). at_one: fr already holds the
+// first residual's sums at factors 1. Returns the accepted child; -2 when every child is
+// rejected, with the token drawn with u_draw into *token; or -1: nothing decided.
+template <class Values>
+int64_t chained_children(const KernelTable& kt, ChainBounds& ch, int64_t c, const std::vector<int64_t>& next,
+                         const int64_t* tokens, const double* u, double u_draw, const float* sp, const float* sq,
+                         const double* fp, const double* fq, bool at_one, double* fr, double* ferr, int64_t* token,
+                         Values values) {
+  const auto sum_to = [&](int64_t j) {
+    for (; ch.summed < j; at_one = false)
+      if (!ch.sum_next(kt, sp, sq, fp, fq, fr, ferr, at_one)) return false;
+    return true;
+  };
+  int64_t j = 1;  // residuals made before child cj
+  for (int64_t cj = next[c]; cj >= 0; cj = next[cj], ++j) {
+    if (j >= ChainBounds::kLevels) return -1;
+    const auto [pj, qj] = values(tokens[cj]);
+    // r_j(t) = 0 for certain: rejected whatever M_j (M_j > 0 is the exact rule's condition
+    // for trying it; a later acceptance or the final draw proves it).
+    if (ch.upper(pj, qj, j) == 0.0f) continue;
+    const double uqj = u[cj] * static_cast<double>(qj);
+    // Accepted even if every residual kept all its mass (M_j <= ceiling): no pass at all.
+    bool in_range = false;
+    float lo = ch.lower(pj, qj, j, &in_range);
+    if (in_range && uqj * ch.ceiling < static_cast<double>(lo) * ch.q_lo) return cj;
+    // The masses up to M_j from the residuals summed at guessed factors.
+    if (!sum_to(j)) return -1;
+    lo = ch.lower(pj, qj, j, &in_range);
+    const float hi = ch.upper(pj, qj, j);
+    if (uqj * ch.m_hi[j] < static_cast<double>(lo) * ch.q_lo) return cj;
+    if (uqj * ch.m_lo[j] >= static_cast<double>(hi) * ch.q_hi) continue;
+    return -1;
+  }
+  // Every child rejected: the draw from r_j (the exact rule draws from it as M_j > 0).
+  if (j >= ChainBounds::kLevels || !sum_to(j)) return -1;
+  const float ga = ch.ga, gb = ch.gb;
+  const auto guess = [sp, sq, ga, gb](int64_t v) { return residual_value(sp[v], sq[v], ga, gb); };
+  if (bounded_sample_index(fr, ch.vocab, u_draw, guess, token, nullptr, ferr, true)) return -2;
+  ++t_bounded_fallbacks;
+  return -1;
+}
+
 // What a float32 pass decided at a one-hot position (ProbRows::bounded_one_hot).
 enum class BoundedStep { kNone, kUnknown, kAccepted, kRejected };
 
@@ -396,42 +443,10 @@ struct ProbRows {
     const double uq = u[c] * static_cast<double>(q[t]), pt = p[t];
     if (uq * p_hi < pt * q_lo) return c;
     if (!(uq * p_lo >= pt * q_hi)) return -1;
-    // Rejected: the later children against the chained residuals (ChainBounds).
+    // Rejected: the later children against the chained residuals.
     ChainBounds ch(p_lo, p_hi, q_lo, q_hi, vocab);
-    bool at_one = fused;  // fr holds the first residual's sums at factors 1
-    const auto sum_to = [&](int64_t j) {
-      for (; ch.summed < j; at_one = false)
-        if (!ch.sum_next(kt, p, q, fp, fq, fr, ferr, at_one)) return false;
-      return true;
-    };
-    int64_t j = 1;  // residuals made before child cj
-    for (int64_t cj = next[c]; cj >= 0; cj = next[cj], ++j) {
-      if (j >= ChainBounds::kLevels) return -1;
-      const int64_t tj = tokens[cj];
-      const float pj = p[tj], qj = q[tj];
-      // r_j(t) = 0 for certain: rejected whatever M_j (M_j > 0 is the exact rule's condition
-      // for trying it; a later acceptance or the final draw proves it).
-      if (ch.upper(pj, qj, j) == 0.0f) continue;
-      const double uqj = u[cj] * static_cast<double>(qj);
-      // Accepted even if every residual kept all its mass (M_j <= ceiling): no pass at all.
-      bool in_range = false;
-      float lo = ch.lower(pj, qj, j, &in_range);
-      if (in_range && uqj * ch.ceiling < static_cast<double>(lo) * q_lo) return cj;
-      // The masses up to M_j from the residuals summed at guessed factors.
-      if (!sum_to(j)) return -1;
-      lo = ch.lower(pj, qj, j, &in_range);
-      const float hi = ch.upper(pj, qj, j);
-      if (uqj * ch.m_hi[j] < static_cast<double>(lo) * q_lo) return cj;
-      if (uqj * ch.m_lo[j] >= static_cast<double>(hi) * q_hi) continue;
-      return -1;
-    }
-    // Every child rejected: the draw from r_j (the exact rule draws from it as M_j > 0).
-    if (j >= ChainBounds::kLevels || !sum_to(j)) return -1;
-    const float ga = ch.ga, gb = ch.gb;
-    const auto guess = [p, q, ga, gb](int64_t v) { return residual_value(p[v], q[v], ga, gb); };
-    if (bounded_sample_index(fr, vocab, u_draw, guess, token, nullptr, ferr, true)) return -2;
-    ++t_bounded_fallbacks;
-    return -1;
+    return chained_children(kt, ch, c, next, tokens, u, u_draw, p, q, fp, fq, fused, fr, ferr, token,
+                            [p, q](int64_t v) { return std::make_pair(p[v], q[v]); });
   }
   // Whether bounded_node will likely need the first residual's sums at factors near 1,
   // judged at the masses seen last (P ~ last_p, Q ~ last_q): both near 1, the first child
@@ -811,33 +826,8 @@ struct LogitRows {
       fp[b] = std::max(p.sums[b] + p.err[b], p.sums[b] * (1.0 + 0x1p-19)) * (1.0 + 0x1p-40);
       fq[b] = std::max(q.sums[b] + q.err[b], q.sums[b] * (1.0 + 0x1p-19)) * (1.0 + 0x1p-40);
     }
-    const auto sum_to = [&](int64_t j) {
-      while (ch.summed < j)
-        if (!ch.sum_next(kt, wp, wq, fp, fq, fr, ferr, false)) return false;
-      return true;
-    };
-    int64_t j = 1;
-    for (int64_t cj = next[c]; cj >= 0; cj = next[cj], ++j) {
-      if (j >= ChainBounds::kLevels) return -1;
-      const float pj = p.weight_at(tokens[cj]), qj = q.weight_at(tokens[cj]);
-      if (ch.upper(pj, qj, j) == 0.0f) continue;
-      const double uqj = u[cj] * static_cast<double>(qj);
-      bool in_range = false;
-      float lo = ch.lower(pj, qj, j, &in_range);
-      if (in_range && uqj * ch.ceiling < static_cast<double>(lo) * q.lo) return cj;
-      if (!sum_to(j)) return -1;
-      lo = ch.lower(pj, qj, j, &in_range);
-      const float hi = ch.upper(pj, qj, j);
-      if (uqj * ch.m_hi[j] < static_cast<double>(lo) * q.lo) return cj;
-      if (uqj * ch.m_lo[j] >= static_cast<double>(hi) * q.hi) continue;
-      return -1;
-    }
-    if (j >= ChainBounds::kLevels || !sum_to(j)) return -1;
-    const float ga = ch.ga, gb = ch.gb;
-    const auto guess = [wp, wq, ga, gb](int64_t v) { return residual_value(wp[v], wq[v], ga, gb); };
-    if (bounded_sample_index(fr, vocab, u_draw, guess, token, nullptr, ferr, true)) return -2;
-    ++t_bounded_fallbacks;
-    return -1;
+    return chained_children(kt, ch, c, next, tokens, u, u_draw, wp, wq, fp, fq, false, fr, ferr, token,
+                            [&p, &q](int64_t v) { return std::make_pair(p.weight_at(v), q.weight_at(v)); });
   }
   bool bounded_node_worth(int64_t i) const { return bounded(i, false); }
 };

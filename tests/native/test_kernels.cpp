@@ -2197,19 +2197,28 @@ void chained_tree_bound_tests(Rng& rng, std::vector<const sv::KernelTable*> kts,
       draft.insert(draft.end(), leaf.begin(), leaf.end());
     }
     const sv::Rows t_rows{target.data(), vocab}, d_rows{draft.data(), vocab};
-    const auto outcome = [&](const sv::KernelTable& kt, const std::vector<double>& uu) {
-      std::vector<int64_t> path(width + 1, -1);
-      const sv::Outcome o = sv::tree_round(kt, t_rows, d_rows, tokens.data(), parents.data(), width, uu.data(), vocab,
-                                           nullptr, path.data());
-      return std::make_tuple(static_cast<int>(o.error), o.n_accepted, o.token, path[0]);
+    // The round's outcome on rows (t, d), logits warped by params when given.
+    const auto outcome_on = [&](sv::Rows t, sv::Rows d, const sv::WarpParams* params) {
+      return [&, t, d, params](const sv::KernelTable& kt, const std::vector<double>& uu) {
+        std::vector<int64_t> path(width + 1, -1);
+        const sv::Outcome o =
+            sv::tree_round(kt, t, d, tokens.data(), parents.data(), width, uu.data(), vocab, params, path.data());
+        return std::make_tuple(static_cast<int>(o.error), o.n_accepted, o.token, path[0]);
+      };
     };
-    // The uniforms to try: the random ones, then each uniform's boundaries.
-    std::vector<std::vector<double>> trials = {u};
-    for (int64_t j = 0; j <= width; ++j)
-      for (const auto& uu : boundary_uniforms(u, j, 0.0, [&](const std::vector<double>& x) { return outcome(exact, x); })) {
-        trials.push_back(uu);
-        ++boundaries;
-      }
+    // The uniforms to try: the random ones, then each uniform's boundaries on the exact rule.
+    const auto trials_of = [&](const auto& outcome) {
+      std::vector<std::vector<double>> trials = {u};
+      for (int64_t j = 0; j <= width; ++j)
+        for (const auto& uu :
+             boundary_uniforms(u, j, 0.0, [&](const std::vector<double>& x) { return outcome(exact, x); })) {
+          trials.push_back(uu);
+          ++boundaries;
+        }
+      return trials;
+    };
+    const auto outcome = outcome_on(t_rows, d_rows, nullptr);
+    const std::vector<std::vector<double>> trials = trials_of(outcome);
     for (size_t i = 0; i < trials.size(); ++i) {
       g_store_table = &exact;
       sv::KernelTable counted_exact = exact;
@@ -2244,21 +2253,8 @@ void chained_tree_bound_tests(Rng& rng, std::vector<const sv::KernelTable*> kts,
       tl[v] = target[v] > 0.0f ? 0.9f * std::log(target[v]) : -std::numeric_limits<float>::infinity();
       dl[v] = draft[v] > 0.0f ? 0.9f * std::log(draft[v]) : -std::numeric_limits<float>::infinity();
     }
-    const sv::Rows tl_rows{tl.data(), vocab}, dl_rows{dl.data(), vocab};
-    const auto logit_outcome = [&](const sv::KernelTable& kt, const std::vector<double>& uu) {
-      std::vector<int64_t> path(width + 1, -1);
-      const sv::Outcome o = sv::tree_round(kt, tl_rows, dl_rows, tokens.data(), parents.data(), width, uu.data(),
-                                           vocab, &wp, path.data());
-      return std::make_tuple(static_cast<int>(o.error), o.n_accepted, o.token, path[0]);
-    };
-    std::vector<std::vector<double>> logit_trials = {u};
-    for (int64_t j = 0; j < width; ++j)
-      for (const auto& uu : boundary_uniforms(u, j, 0.0, [&](const std::vector<double>& x) {
-             return logit_outcome(exact, x);
-           })) {
-        logit_trials.push_back(uu);
-        ++boundaries;
-      }
+    const auto logit_outcome = outcome_on(sv::Rows{tl.data(), vocab}, sv::Rows{dl.data(), vocab}, &wp);
+    const std::vector<std::vector<double>> logit_trials = trials_of(logit_outcome);
     for (size_t i = 0; i < logit_trials.size(); ++i) {
       g_weights_counted = &exact;
       sv::KernelTable counted_exact = exact;
