@@ -629,6 +629,7 @@ struct WeightBounds {
   int64_t n = 0;
   float temperature = 1.0f, z_max = 0.0f;
   std::vector<double> sums, err;  // F_b and its absolute margin
+  std::vector<float> w;           // the approximate weights the F_b were summed from
   double lo = 0.0, hi = 0.0;      // the canonical mass P lies in [lo, hi]
   std::vector<float> block;       // the exact weights of one block (a draw's), on demand
   int64_t cached = -1;
@@ -650,9 +651,9 @@ struct WeightBounds {
 
 // The bounds of row x (n logits, temperature > 0): false, with nothing decided, if the path
 // has no row_weight_sums or the row is malformed (the exact warp then reports it). The
-// approximate weights go to w unless it is null.
-bool bound_weights(const KernelTable& kt, const float* x, int64_t n, float temperature, WeightBounds* wb,
-                   float* w = nullptr) {
+// approximate weights are kept in wb->w (storing them costs the pass a few percent; a
+// rejection then sums its residual from them without a second pass).
+bool bound_weights(const KernelTable& kt, const float* x, int64_t n, float temperature, WeightBounds* wb) {
   wb->x = nullptr;  // until these bounds are whole: a failed call leaves none to reuse
   if (kt.row_weight_sums == nullptr) return false;
   int64_t top = 0;
@@ -665,12 +666,13 @@ bool bound_weights(const KernelTable& kt, const float* x, int64_t n, float tempe
     wb->err.resize(nb);
   }
   if (wb->block.size() < static_cast<size_t>(kMassBlock)) wb->block.resize(kMassBlock);
+  if (wb->w.size() < static_cast<size_t>(n)) wb->w.resize(n);
   wb->x = x;
   wb->n = n;
   wb->temperature = temperature;
   wb->z_max = z_max;
   wb->cached = -1;
-  kt.row_weight_sums(x, n, temperature, z_max, w, wb->sums.data());
+  kt.row_weight_sums(x, n, temperature, z_max, wb->w.data(), wb->sums.data());
   weight_mass_range(wb->sums.data(), n, wb->err.data(), &wb->lo, &wb->hi);
   return wb->lo > 0.0;
 }
@@ -744,9 +746,9 @@ struct LogitRows {
   }
   // Note [Bounded rejection] on warped rows (Note [Bounded warping], temperature only): the
   // position's weight bounds (surely_accepted's) decide a rejection where certain; the
-  // correction is then drawn from the residual of the approximate weights (stored by a second
-  // row_weight_sums pass into the Sides' buffers) at guessed factors, with margins for the
-  // factors' ranges and for each approximate weight's 2^-20 (+ 2^-148).
+  // correction is then drawn from the residual of the approximate weights (kept by
+  // bound_weights) at guessed factors, with margins for the factors' ranges and for each
+  // approximate weight's 2^-20 (+ 2^-148).
   BoundedStep bounded_pair(int64_t i, int64_t t, double u, double u_draw, Position* at, double* sp, double* sq,
                            int64_t* token) const {
     if (!bounded(i, false) || kt.residual_block_sums == nullptr) return BoundedStep::kNone;
@@ -771,12 +773,10 @@ struct LogitRows {
     GuessedFactors f(p.lo, p.hi, q.lo, q.hi);
     f.guess_middle(*sp, *sq);
     const float ga = f.ga, gb = f.gb;
-    float* wp = at->p.buffer.data();
-    float* wq = at->q.buffer.data();
+    const float* wp = p.w.data();
+    const float* wq = q.w.data();
     double* fg = at->r_blocks.data();
     double* err = at->guess_err.data();
-    kt.row_weight_sums(xp, vocab, temperature, p.z_max, wp, at->p.blocks.data());
-    kt.row_weight_sums(xq, vocab, temperature, q.z_max, wq, at->q.blocks.data());
     kt.residual_block_sums(wp, wq, ga, gb, vocab, fg);
     for (int64_t j = 0; j < num_blocks(vocab); ++j) {
       // Block sums bounding both the exact weights' and the approximate ones'.
@@ -793,7 +793,7 @@ struct LogitRows {
   // then pays for them on top of the exact warp: at most once a round).
   bool likely_accepted(int64_t i, bool one_hot, int64_t, double, double, double) const { return bounded(i, one_hot); }
   // Note [Tree bounds] on warped rows at temperature only (Note [Bounded warping]): node row
-  // i's children decided from the approximate weights of its rows (stored in at's buffers),
+  // i's children decided from the approximate weights of its rows (kept by bound_weights),
   // whose block sums bound P and Q, and the exact weights at the children's tokens, as on
   // probability rows (ChainBounds): the residuals' sums are taken over the approximate
   // weights, with each weight's error (kApproxWeightBound) in the margins. Returns the
@@ -805,11 +805,11 @@ struct LogitRows {
     if (!bounded(i, false) || kt.residual_block_sums == nullptr) return -1;
     WeightBounds& p = weight_bounds(0);
     WeightBounds& q = weight_bounds(1);
-    float* wp = at.p.buffer.data();
-    float* wq = at.q.buffer.data();
-    if (!bound_weights(kt, static_cast<const float*>(target.row(i).data), vocab, params.temperature, &p, wp) ||
-        !bound_weights(kt, static_cast<const float*>(draft.row(i).data), vocab, params.temperature, &q, wq))
+    if (!bound_weights(kt, static_cast<const float*>(target.row(i).data), vocab, params.temperature, &p) ||
+        !bound_weights(kt, static_cast<const float*>(draft.row(i).data), vocab, params.temperature, &q))
       return -1;
+    const float* wp = p.w.data();
+    const float* wq = q.w.data();
     if (!(p.lo >= ChainBounds::kLow) || !(p.hi <= ChainBounds::kHigh) || !(q.lo >= ChainBounds::kLow) ||
         !(q.hi <= ChainBounds::kHigh))
       return -1;

@@ -107,7 +107,7 @@ constexpr double kBlockSumBound = 0x1p-21;
 // position the guess calls likely accepted (Note [Mass bounds]'s float32 sums first).
 // On logits at temperature only (Note [Bounded warping]) every position tries the weight
 // bounds first, and a rejection they make certain is drawn the same way from the
-// approximate weights (a second row_weight_sums pass stores them) with each weight's
+// approximate weights (the pass that bounds the masses keeps them) with each weight's
 // kApproxWeightBound added to the margins, instead of warping both rows exactly.
 // row_mass_pair_guess's sums sum each block in one float32 accumulator per lane (16 adds):
 // within gamma_15 < 2^-20.
