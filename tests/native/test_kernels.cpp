@@ -2166,26 +2166,35 @@ void chained_tree_bound_tests(Rng& rng, std::vector<const sv::KernelTable*> kts,
     };
     const int kind_set = rng.below(4);  // which kinds this round's tokens take
     bool kept_kind = false;
+    std::vector<int> kinds_of(width, 3);
     for (int64_t c = 0; c < width; ++c) {
       const int64_t t = rng.below(vocab);
       tokens[c] = t;
-      const int kinds[] = {0, 1, 2, 2, 3};
-      const int kind = c == 0 && rng.below(4) != 0 ? 0 : kind_set == 3 ? kinds[rng.below(5)] : kind_set;
+      const int mix[] = {0, 1, 2, 2, 3};
+      const int kind = c == 0 && rng.below(4) != 0 ? 0 : kind_set == 3 ? mix[rng.below(5)] : kind_set;
+      kinds_of[c] = kind;
       double P = 0, Q = 0;
       masses(&P, &Q);
       if (kind == 0) {
         q[t] = 10.0f * *std::max_element(q.begin(), q.end());
-      } else if (kind == 1 && p[t] > 0.0f) {
-        float x = static_cast<float>(static_cast<double>(p[t]) * Q / P);
-        for (int64_t s = static_cast<int64_t>(rng.below(7)) - 3; s != 0; s += s > 0 ? -1 : 1)
-          x = std::nextafter(x, s > 0 ? 1.0f : 0.0f);
-        q[t] = x;
       } else if (kind == 2 && c > 0) {
         if (p[t] == 0.0f) p[t] = static_cast<float>(P / static_cast<double>(vocab));
         masses(&P, &Q);
         q[t] = static_cast<float>(static_cast<double>(p[t]) / (1.0 + 0.5 * rng.uniform()) * Q / P);
         kept_kind = true;
       }
+    }
+    // The edge kind last, on the rows' final masses: q(t) = p(t) (Q - q(t)) / (P - p(t)),
+    // that is q(t) / Q = p(t) / P, then up to 3 ulps off.
+    for (int64_t c = 0; c < width; ++c) {
+      const int64_t t = tokens[c];
+      if (kinds_of[c] != 1 || !(p[t] > 0.0f)) continue;
+      double P = 0, Q = 0;
+      masses(&P, &Q);
+      float x = static_cast<float>(static_cast<double>(p[t]) * (Q - q[t]) / (P - p[t]));
+      for (int64_t s = static_cast<int64_t>(rng.below(7)) - 3; s != 0; s += s > 0 ? -1 : 1)
+        x = std::nextafter(x, s > 0 ? 1.0f : 0.0f);
+      if (x > 0.0f) q[t] = x;
     }
     std::vector<double> u(width + 1);
     for (double& x : u) x = rng.uniform();
@@ -2252,6 +2261,36 @@ void chained_tree_bound_tests(Rng& rng, std::vector<const sv::KernelTable*> kts,
     for (size_t v = 0; v < tl.size(); ++v) {
       tl[v] = target[v] > 0.0f ? 0.9f * std::log(target[v]) : -std::numeric_limits<float>::infinity();
       dl[v] = draft[v] > 0.0f ? 0.9f * std::log(draft[v]) : -std::numeric_limits<float>::infinity();
+    }
+    // The edge kind again on the warped rows: the draft's logit at t moved to where its
+    // weight over Q is nearest the target's over P (then up to 3 ulps off), as the
+    // logarithms round it away from the edge.
+    for (int64_t c = 0; c < width; ++c) {
+      const int64_t t = tokens[c];
+      if (kinds_of[c] != 1 || !std::isfinite(tl[t]) || !std::isfinite(dl[t])) continue;
+      const auto warped_mass = [&](const std::vector<float>& x, float* z_max) {
+        int64_t top = 0;
+        exact.row_argmax(x.data(), vocab, &top);
+        *z_max = x[top] / 0.9f;
+        std::vector<float> w(vocab);
+        std::vector<double> blocks(sv::num_blocks(vocab));
+        double mass = 0.0;
+        exact.row_weights(x.data(), vocab, 0.9f, *z_max, w.data(), blocks.data(), &mass);
+        return mass;
+      };
+      float zp = 0.0f, zq = 0.0f;
+      const double P = warped_mass(tl, &zp), Q = warped_mass(dl, &zq);
+      const double want = static_cast<double>(sv::weight(tl[t], 0.9f, zp)) * Q / P;
+      float x = dl[t];
+      for (int step = 0; step < 64; ++step) {  // weight is monotone in x: walk towards want
+        const double w = sv::weight(x, 0.9f, zq);
+        const float next = std::nextafter(x, w < want ? std::numeric_limits<float>::infinity() : -1e30f);
+        if (std::fabs(sv::weight(next, 0.9f, zq) - want) >= std::fabs(w - want)) break;
+        x = next;
+      }
+      for (int64_t s = static_cast<int64_t>(rng.below(7)) - 3; s != 0; s += s > 0 ? -1 : 1)
+        x = std::nextafter(x, s > 0 ? std::numeric_limits<float>::infinity() : -1e30f);
+      if (x <= zq * 0.9f) dl[t] = x;  // not above the row's largest logit
     }
     const auto logit_outcome = outcome_on(sv::Rows{tl.data(), vocab}, sv::Rows{dl.data(), vocab}, &wp);
     const std::vector<std::vector<double>> logit_trials = trials_of(logit_outcome);
