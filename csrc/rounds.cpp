@@ -634,6 +634,10 @@ struct WeightBounds {
   std::vector<float> block;       // the exact weights of one block (a draw's), on demand
   int64_t cached = -1;
 
+  // An upper bound on block b's sums of both the exact weights and the approximate ones.
+  double block_upper(int64_t b) const {
+    return std::max(sums[b] + err[b], sums[b] * (1.0 + 0x1p-19)) * (1.0 + 0x1p-40);
+  }
   // The exact weight of v (row_weights' bits: Note [One exp]).
   float weight_at(int64_t v) const { return weight(x[v], temperature, z_max); }
   // value(v) for bounded_sample_index: the exact weights of v's block, computed once.
@@ -779,9 +783,7 @@ struct LogitRows {
     double* err = at->guess_err.data();
     kt.residual_block_sums(wp, wq, ga, gb, vocab, fg);
     for (int64_t j = 0; j < num_blocks(vocab); ++j) {
-      // Block sums bounding both the exact weights' and the approximate ones'.
-      const double pb = std::max(p.sums[j] + p.err[j], p.sums[j] * (1.0 + 0x1p-19)) * (1.0 + 0x1p-40);
-      const double qb = std::max(q.sums[j] + q.err[j], q.sums[j] * (1.0 + 0x1p-19)) * (1.0 + 0x1p-40);
+      const double pb = p.block_upper(j), qb = q.block_upper(j);
       err[j] = f.err(pb, qb, fg[j]) + f.a_hi * (kApproxWeightBound * pb + 0x1p-140) +
                f.b_hi * (kApproxWeightBound * qb + 0x1p-140);
     }
@@ -823,8 +825,8 @@ struct LogitRows {
     double* fp = at.p.blocks.data();
     double* fq = at.q.blocks.data();
     for (int64_t b = 0; b < num_blocks(vocab); ++b) {
-      fp[b] = std::max(p.sums[b] + p.err[b], p.sums[b] * (1.0 + 0x1p-19)) * (1.0 + 0x1p-40);
-      fq[b] = std::max(q.sums[b] + q.err[b], q.sums[b] * (1.0 + 0x1p-19)) * (1.0 + 0x1p-40);
+      fp[b] = p.block_upper(b);
+      fq[b] = q.block_upper(b);
     }
     return chained_children(kt, ch, c, next, tokens, u, u_draw, wp, wq, fp, fq, false, fr, ferr, token,
                             [&p, &q](int64_t v) { return std::make_pair(p.weight_at(v), q.weight_at(v)); });

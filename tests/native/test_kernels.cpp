@@ -1614,6 +1614,18 @@ void bounded_warping_kernels(Rng& rng, const std::vector<const sv::KernelTable*>
   }
 }
 
+// `rows` rows of n logits of one kind (make_logits), one after another, each with a finite
+// value (1.0) at a random place.
+std::vector<float> logit_rows(Rng& rng, int64_t rows, int64_t n, int kind) {
+  std::vector<float> out(rows * n);
+  for (int64_t i = 0; i < rows; ++i) {
+    std::vector<float> v = make_logits(rng, n, kind);
+    v[rng.below(n)] = 1.0f;
+    std::copy(v.begin(), v.end(), out.begin() + i * n);
+  }
+  return out;
+}
+
 // Rounds at temperature only give the same outcomes with Note [Bounded warping] as without
 // it, on every path: random uniforms, uniforms at a canonical running sum of the warped row
 // (sample), and uniforms at the acceptance boundary u = p(t) Q / (q(t) P) (accept_logits,
@@ -1625,12 +1637,7 @@ void bounded_warping_rounds(Rng& rng, const std::vector<const sv::KernelTable*>&
     const int64_t k = 1 + rng.below(4);
     const int64_t n = 2 + rng.below(max_n);
     const int kind = static_cast<int>(rng.below(5));
-    std::vector<float> target((k + 1) * n), draft(k * n);
-    for (int64_t i = 0; i <= k; ++i) {
-      std::vector<float> v = make_logits(rng, n, kind);
-      v[rng.below(n)] = 1.0f;
-      std::copy(v.begin(), v.end(), target.begin() + i * n);
-    }
+    std::vector<float> target = logit_rows(rng, k + 1, n, kind), draft(k * n);
     for (int64_t i = 0; i < k; ++i) {
       // Close to the target (mostly accepted), or the target itself (all accepted).
       for (int64_t v = 0; v < n; ++v)
@@ -1768,12 +1775,7 @@ void bounded_logit_rejection_tests(Rng& rng, const std::vector<const sv::KernelT
     const int64_t k = 1 + rng.below(4);
     const int64_t n = 2 + rng.below(max_n);
     const int kind = static_cast<int>(rng.below(5));
-    std::vector<float> target((k + 1) * n), draft(k * n);
-    for (int64_t i = 0; i <= k; ++i) {
-      std::vector<float> v = make_logits(rng, n, kind);
-      v[rng.below(n)] = 1.0f;
-      std::copy(v.begin(), v.end(), target.begin() + i * n);
-    }
+    std::vector<float> target = logit_rows(rng, k + 1, n, kind), draft(k * n);
     for (int64_t i = 0; i < k; ++i)
       for (int64_t v = 0; v < n; ++v) draft[i * n + v] = target[i * n + v] + static_cast<float>(3.0 * (rng.uniform() - 0.5));
     sv::WarpParams params;
