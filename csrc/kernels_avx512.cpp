@@ -557,37 +557,25 @@ SPEC_VERIFY_AVX512 void bf16_widen__avx512(const uint16_t* h, int64_t n, float* 
   for (; v < n; ++v) out[v] = bf16_value(h[v]);
 }
 
-// Sixteen at a time: the indices of the hits compressed into place, eight int64 at a time
-// (most groups of 64 values hold none, and are passed over with one branch).
+// Sixty-four at a time: the four compare masks joined into one 64-bit mask, passed over
+// with one branch when it is empty (most groups), else taken apart bit by bit. On Zen 4 this
+// beat compressing the indices in vectors (vpcompressq): 1.95 us against 2.65 (compress in a
+// register, stored whole, per 16 with hits), 4.58 (the same without the branch) and 15.3
+// (a compressing store to memory, as before: microcoded there) for 953 hits in 32000
+// weights; 7.0 us against 12-15 and 47 for 1703 hits in 128256.
 SPEC_VERIFY_AVX512 int64_t f32_gather_at_least__avx512(const float* w, int64_t n, float t, int64_t* index) {
   const __m512 vt = _mm512_set1_ps(t);
-  const __m512i lo = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m512i hi = _mm512_setr_epi64(8, 9, 10, 11, 12, 13, 14, 15);
   int64_t m = 0, v = 0;
-  const auto take = [&](int64_t at, __mmask16 hits) SPEC_VERIFY_AVX512 {
-    const __m512i base = _mm512_set1_epi64(at);
-    const __mmask8 h0 = static_cast<__mmask8>(hits), h1 = static_cast<__mmask8>(hits >> 8);
-    if (h0 != 0) {
-      _mm512_mask_compressstoreu_epi64(index + m, h0, _mm512_add_epi64(base, lo));
-      m += __builtin_popcount(h0);
-    }
-    if (h1 != 0) {
-      _mm512_mask_compressstoreu_epi64(index + m, h1, _mm512_add_epi64(base, hi));
-      m += __builtin_popcount(h1);
-    }
+  const auto hits16 = [&](int64_t at) SPEC_VERIFY_AVX512 {
+    return static_cast<uint64_t>(_mm512_cmp_ps_mask(_mm512_loadu_ps(w + at), vt, _CMP_GE_OQ));
   };
   for (; v + 64 <= n; v += 64) {
-    const __mmask16 h0 = _mm512_cmp_ps_mask(_mm512_loadu_ps(w + v), vt, _CMP_GE_OQ);
-    const __mmask16 h1 = _mm512_cmp_ps_mask(_mm512_loadu_ps(w + v + 16), vt, _CMP_GE_OQ);
-    const __mmask16 h2 = _mm512_cmp_ps_mask(_mm512_loadu_ps(w + v + 32), vt, _CMP_GE_OQ);
-    const __mmask16 h3 = _mm512_cmp_ps_mask(_mm512_loadu_ps(w + v + 48), vt, _CMP_GE_OQ);
-    if ((h0 | h1 | h2 | h3) == 0) continue;
-    take(v, h0);
-    take(v + 16, h1);
-    take(v + 32, h2);
-    take(v + 48, h3);
+    uint64_t hits = hits16(v) | hits16(v + 16) << 16 | hits16(v + 32) << 32 | hits16(v + 48) << 48;
+    while (hits != 0) {
+      index[m++] = v + __builtin_ctzll(hits);
+      hits &= hits - 1;
+    }
   }
-  for (; v + 16 <= n; v += 16) take(v, _mm512_cmp_ps_mask(_mm512_loadu_ps(w + v), vt, _CMP_GE_OQ));
   return gather_at_least_from(w, v, n, t, index, m);
 }
 
