@@ -389,6 +389,12 @@ Outcome warp_row(const KernelTable& kt, const float* x, int64_t n, const WarpPar
 // round that reads few values of a row (a draw, an acceptance test) never needs that pass.
 Outcome warp_row_lazy(const KernelTable& kt, const float* x, int64_t n, const WarpParams& params,
                       WarpedRow* out);
+// How many top-p cutoffs on this thread Note [Refined mass range] decided (the first range
+// could not): a test hook (the results are the same either way).
+int64_t refined_top_p_cutoffs();
+// Forgets the bounded top-p misses seen on this thread, so that the next rows try the bounds
+// (warp_row_lazy skips them for a while after two misses in a row): a test hook.
+void forget_top_p_misses();
 // The pass warp_row_lazy left out: values[v] < floor become +0.0 (nothing if floor <= 0).
 void materialize(const KernelTable& kt, float* values, int64_t n, float floor);
 

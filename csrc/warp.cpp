@@ -24,6 +24,10 @@ struct Scratch {
   std::vector<float> pool;
   std::vector<size_t> group_start;
   std::vector<double> bucket_mass;
+  // gather_exact's last gathered set: how many, and the float64 sum of their exact weights
+  // (the only entries of w it made exact).
+  int64_t exact_count = 0;
+  double exact_sum = 0.0;
 };
 
 // top_p's candidate buckets: a positive weight <= 1 by its exponent and top 6 mantissa
@@ -170,13 +174,48 @@ int64_t gather_exact(const KernelTable& kt, float* w, int64_t n, float tau, cons
   double unused = 0.0;
   kt.row_weights(s.gathered_x.data(), m, e.temperature, e.z_max, s.gathered_w.data(), s.unused_blocks.data(), &unused);
   int64_t kept = 0;
+  double sum = 0.0;
   for (int64_t i = 0; i < m; ++i) {
     const int64_t v = index[i];
     w[v] = s.gathered_w[i];
+    sum += static_cast<double>(s.gathered_w[i]);
     index[kept] = v;
     kept += s.gathered_w[i] >= tau;
   }
+  s.exact_count = m;
+  s.exact_sum = sum;
   return kept;
+}
+
+// Note [Refined mass range]
+// The range weight_mass_range gives the row's mass from approximate block sums is about
+// 2^-18 of the mass wide, set by the largest weights. When top_p_cutoff finds a tie group's
+// running mass inside top_p times that range (about 1 row in 5 of 128256 Gaussian logits
+// at T 0.8, top-p 0.9), the range is narrowed before giving up: by then gather_exact has
+// made the weights of its last gathered set exact (their float64 sum C over m of them) and
+// the rest of w are still approximate, each within 2^-20 w + 2^-148 of its exact weight w.
+// The float64 mass M of w as it stands (row_mass) is within n 2^-53 of the exact sum of w,
+// so the approximate ones sum to at most T = M (1 + n 2^-53) - C (1 - m 2^-53), their exact
+// weights differ from them by E <= 2^-20 (T + n 2^-148) / (1 - 2^-20) + n 2^-148 in all,
+// and the canonical mass of the exact weights (within n 2^-53 of their exact sum) lies in
+// [(M (1 - n 2^-53) - E)(1 - n 2^-53), (M (1 + n 2^-53) + E)(1 + n 2^-53)], a range set by
+// the small weights alone (a few % of the mass). The products and sums computing it each
+// round once; the 2^-40 on both ends covers them.
+thread_local int64_t t_refined_cutoffs = 0;
+thread_local int t_misses = 0, t_skip = 0;
+
+void refined_mass_range(const KernelTable& kt, const float* w, int64_t n, double* lo, double* hi) {
+  Scratch& s = scratch(n);
+  double mass = 0.0;
+  if (!kt.row_mass(w, n, s.above_blocks.data(), &mass)) return;  // (approximate weights are finite, >= 0)
+  const double dn = static_cast<double>(n) * 0x1p-53, dm = static_cast<double>(s.exact_count) * 0x1p-53;
+  const double floors = static_cast<double>(n) * 0x1p-148;
+  const double t = std::max(0.0, mass * (1.0 + dn) - s.exact_sum * (1.0 - dm));
+  const double e = kApproxWeightBound * (t + floors) / (1.0 - kApproxWeightBound) + floors;
+  const double l = (mass * (1.0 - dn) - e) * (1.0 - dn) * (1.0 - 0x1p-40);
+  const double h = (mass * (1.0 + dn) + e) * (1.0 + dn) * (1.0 + 0x1p-40);
+  *lo = std::max(*lo, l);
+  *hi = std::min(*hi, h);
 }
 
 // top_p: the smallest weight c such that the mass of the weights > c is < target, so
@@ -334,6 +373,9 @@ float top_p_cutoff(const KernelTable& kt, float* w, int64_t n, double target_lo,
 
 }  // namespace
 
+int64_t refined_top_p_cutoffs() { return t_refined_cutoffs; }
+void forget_top_p_misses() { t_misses = t_skip = 0; }
+
 Outcome warp_row_lazy(const KernelTable& kt, const float* x, int64_t n, const WarpParams& params,
                       WarpedRow* out) {
   out->floor = 0.0f;
@@ -357,8 +399,7 @@ Outcome warp_row_lazy(const KernelTable& kt, const float* x, int64_t n, const Wa
   bool decided = false;
   // Where the bounds keep failing (a top_p near 1 puts the cutoff among weights smaller than
   // the range of the target), stop trying for a while: two misses in a row skip the next 15
-  // rows on this thread. A guess: it changes the time, never the outcome.
-  thread_local int t_misses = 0, t_skip = 0;
+  // rows on this thread (t_misses, t_skip). A guess: it changes the time, never the outcome.
   const bool eligible = !top_k && params.top_p < 1.0 && kt.row_weight_sums != nullptr;
   if (eligible && t_skip > 0) --t_skip;
   else if (eligible) {
@@ -371,8 +412,17 @@ Outcome warp_row_lazy(const KernelTable& kt, const float* x, int64_t n, const Wa
     weight_mass_range(sums, n, nullptr, &lo, &hi);
     if (lo > 0.0) {
       const ExactWeights exact{x, params.temperature, z_max};
+      s.exact_count = 0;
+      s.exact_sum = 0.0;
       t = top_p_cutoff(kt, w, n, params.top_p * lo, params.top_p * hi, &exact, &m, s.unused_blocks.data(),
                        &cut_mass, &decided);
+      if (!decided) {  // Note [Refined mass range]: once more, on a narrower range
+        refined_mass_range(kt, w, n, &lo, &hi);
+        if (lo > 0.0 && lo <= hi)
+          t = top_p_cutoff(kt, w, n, params.top_p * lo, params.top_p * hi, &exact, &m, s.unused_blocks.data(),
+                           &cut_mass, &decided);
+        t_refined_cutoffs += decided;
+      }
     }
     if (!decided) {
       t = 0.0f;

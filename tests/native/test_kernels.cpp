@@ -647,6 +647,96 @@ void top_p_long_rows(Rng& rng, const std::vector<const sv::KernelTable*>& kts) {
   }
 }
 
+// Note [Bounded warping]'s top-p cutoff where the target sits at a tie group's running mass:
+// Gaussian logits (T 0.8), the group where the mass from the top crosses a fraction f of the
+// row's mass, and top_p = A (1 + d) / Z for A the canonical mass above the group, Z the
+// row's, and d from 0 and +-1 ulp to +-2^-14: the exact rule keeps the group iff
+// fl(top_p Z) > A. Every path's warp_row equals the warp without bounds, bit for bit, and
+// Note [Refined mass range] decides some of the cutoffs the first range could not.
+// An adversarial row_weight_sums: every approximate weight 7 float32 ulps (7 2^-23 <= 0.875
+// kApproxWeightBound relatively) off the exact one, all one way (g_weight_skew), and block
+// sums of those in float64 (far inside kWeightSumBound): the rest of the approximate weights
+// err as far as the bound allows, together (subnormal ones are left exact).
+int g_weight_skew = 1;
+void skewed_weight_sums(const float* x, int64_t n, float temperature, float z_max, float* w, double* block_sum) {
+  std::vector<float> own(w == nullptr ? n : 0);
+  float* out = w == nullptr ? own.data() : w;
+  std::vector<double> blocks(sv::num_blocks(n));
+  double mass = 0.0;
+  sv::scalar_kernels().row_weights(x, n, temperature, z_max, out, blocks.data(), &mass);
+  for (int64_t v = 0; v < n; ++v)
+    for (int i = 0; i < 7 && out[v] >= 0x1p-126f; ++i) out[v] = std::nextafter(out[v], g_weight_skew > 0 ? 2.0f : 0.0f);
+  for (int64_t b = 0; b < sv::num_blocks(n); ++b) {
+    double sum = 0.0;
+    for (int64_t v = b * sv::kMassBlock; v < std::min(n, (b + 1) * sv::kMassBlock); ++v) sum += out[v];
+    block_sum[b] = sum;
+  }
+}
+
+void top_p_boundary_tests(Rng& rng, std::vector<const sv::KernelTable*> kts, int count) {
+  const sv::KernelTable& ref = sv::scalar_kernels();
+  sv::KernelTable skewed = ref;
+  skewed.name = "scalar, skewed approximate weights";
+  skewed.row_weight_sums = skewed_weight_sums;
+  kts.push_back(&skewed);
+  const int64_t refined_before = sv::refined_top_p_cutoffs();
+  for (int r = 0; r < count; ++r) {
+    const int64_t n = r % 3 == 0 ? 128256 : (r % 3 == 1 ? 32000 : 4000);
+    std::vector<float> x(n);
+    const double sigma = 2.0 + 2.0 * rng.uniform();
+    for (float& v : x) {  // Box-Muller
+      const double u1 = 1.0 - rng.uniform(), u2 = rng.uniform();
+      v = static_cast<float>(sigma * std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+    }
+    sv::WarpParams params;
+    params.temperature = 0.8f;
+    const int64_t nb = sv::num_blocks(n);
+    int64_t top = 0;
+    ref.row_argmax(x.data(), n, &top);
+    std::vector<float> w(n);
+    std::vector<double> blocks(nb), above_blocks(nb);
+    double unused = 0.0, z = 0.0, a = 0.0;
+    ref.row_weights(x.data(), n, params.temperature, x[top] / params.temperature, w.data(), blocks.data(), &unused);
+    ref.keep_at_least(w.data(), n, 0.0f, nullptr, blocks.data(), &z, above_blocks.data(), &unused);
+    std::vector<float> sorted(w);
+    std::sort(sorted.begin(), sorted.end(), std::greater<float>());
+    const double f = 0.5 + 0.45 * rng.uniform();
+    double running = 0.0;
+    float group = sorted[0];
+    for (const float v : sorted) {
+      if (running >= f * z) break;
+      group = v;
+      running += v;
+    }
+    ref.keep_at_least(w.data(), n, group, nullptr, blocks.data(), &unused, above_blocks.data(), &a);
+    if (!(a > 0.0)) continue;
+    const sv::KernelTable exact = without_bounds(ref);
+    std::vector<float> want(n), got(n);
+    std::vector<double> want_blocks(nb), got_blocks(nb);
+    for (const double d : {0.0, 0x1p-53, -0x1p-53, 0x1p-40, -0x1p-40, 0x1p-30, -0x1p-30, 0x1p-24, -0x1p-24, 0x1p-21,
+                           -0x1p-21, 0x1p-19, -0x1p-19, 0x1p-17, -0x1p-17, 0x1p-14, -0x1p-14}) {
+      params.top_p = std::min(1.0, a * (1.0 + d) / z);
+      sv::WarpedRow out_ref{want.data(), want_blocks.data(), 0.0};
+      sv::warp_row(exact, x.data(), n, params, &out_ref);
+      g_weight_skew = r % 2 == 0 ? 1 : -1;
+      for (const sv::KernelTable* kt : kts) {
+        sv::WarpedRow out{got.data(), got_blocks.data(), 0.0};
+        sv::forget_top_p_misses();
+        const sv::Outcome e = sv::warp_row(*kt, x.data(), n, params, &out);
+        bool same = e.error == sv::InputError::kNone && same_floats(got.data(), want.data(), n) &&
+                    bits(out.mass) == bits(out_ref.mass);
+        for (int64_t b = 0; b < nb; ++b) same &= bits(got_blocks[b]) == bits(want_blocks[b]);
+        char buf[200];
+        std::snprintf(buf, sizeof buf, "%s top_p at a group's running mass n=%lld sigma=%.2f f=%.3f d=%g", kt->name,
+                      (long long)n, sigma, f, d);
+        check(same, buf);
+      }
+    }
+  }
+  const int64_t refined = sv::refined_top_p_cutoffs() - refined_before;
+  check(count < 6 || refined > 0, "the refined mass range decided top-p cutoffs (" + std::to_string(refined) + ")");
+}
+
 // sample_round and accept_logits_round on every path: the same outcomes, rows after the
 // deciding one unreadable, bad rows reported where they are.
 void logits_round_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int count, int64_t max_n) {
@@ -2457,6 +2547,7 @@ int main(int argc, char** argv) {
   exp_accuracy(rng);
   for (int64_t n : sizes) warp_parity(rng, kts, n);
   top_p_long_rows(rng, kts);
+  top_p_boundary_tests(rng, kts, quick ? 6 : 24);
   logits_round_tests(rng, kts, quick ? 100 : 1000, 3000);
   logits_round_tests(rng, kts, quick ? 5 : 40, 160000);
   widen_exhaustive(kts);
