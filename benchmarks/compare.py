@@ -798,8 +798,11 @@ def main() -> int:
           f"1 thread, {blocks} interleaved blocks{' (quick)' if args.quick else ''}", file=sys.stderr)
 
     sv._force_isa(best)
+    # An --X-only run times its own section alone.
+    only = [name for name in ("logits", "one_hot", "half", "tree", "chain") if getattr(args, f"{name}_only")]
+    shapes_for = lambda name: SHAPES if not only or only == [name] else []  # noqa: E731
     trees = []
-    for v, _ in ([] if args.chain_only else SHAPES):
+    for v, _ in shapes_for("tree"):
         for case in tree_cases(sv, v, args.seed):
             run_blocks(list(case.columns.values()), blocks, chunk_ns, overhead)
             print(f"  timed {case.op} V={case.v} {case.label}", file=sys.stderr)
@@ -812,7 +815,7 @@ def main() -> int:
         print("\n".join(tree_text))
         return write_partial(args.out, sv, paths, best, blocks, tree_rows)
     halves = []
-    for v, k in ([] if args.chain_only else SHAPES):
+    for v, k in shapes_for("half"):
         for case in half_cases(sv, v, k, args.seed):
             run_blocks(list(case.columns.values()), blocks, chunk_ns, overhead)
             print(f"  timed {case.op} V={case.v} K={case.k} {case.label}", file=sys.stderr)
@@ -824,7 +827,7 @@ def main() -> int:
         print("\n".join(half_text))
         return write_partial(args.out, sv, paths, best, blocks, half_rows)
     one_hot, block = [], []
-    for v, k in ([] if args.chain_only else SHAPES):
+    for v, k in shapes_for("one_hot"):
         for case in one_hot_cases(sv, v, k, args.seed) + [block_cases(sv, v, k, args.seed)]:
             run_blocks(list(case.columns.values()), blocks, chunk_ns, overhead)
             print(f"  timed {case.op} V={case.v} K={case.k} {case.label}", file=sys.stderr)
@@ -839,7 +842,7 @@ def main() -> int:
         return write_partial(args.out, sv, paths, best, blocks, oh_rows)
 
     pipe: list = []
-    for v, k in ([] if args.chain_only else SHAPES):
+    for v, k in shapes_for("logits"):
         for case in pipeline_cases(sv, v, k, args.seed):
             run_blocks(list(case.columns.values()), blocks, chunk_ns, overhead)
             print(f"  timed {case.op} V={case.v} K={case.k} {case.label}", file=sys.stderr)
