@@ -159,7 +159,8 @@ struct ExactWeights {
 // weights (the path's row_weights over their logits, gathered: the same bits, value by
 // value) replace the approximate ones in w, and those below tau are dropped. Returns how
 // many are left, or -1 if tau is too small for the margin (then nothing is decided).
-int64_t gather_exact(const KernelTable& kt, float* w, int64_t n, float tau, const ExactWeights& e, int64_t* index) {
+int64_t gather_exact(const KernelTable& kt, float* w, int64_t n, float tau, const ExactWeights& e, int64_t* index,
+                     double* kept_sum) {
   const double lowered = static_cast<double>(tau) * (1.0 - kApproxWeightBound) - 0x1p-148;
   if (!(lowered >= 0x1p-126)) return -1;
   float g = static_cast<float>(lowered);
@@ -174,16 +175,19 @@ int64_t gather_exact(const KernelTable& kt, float* w, int64_t n, float tau, cons
   double unused = 0.0;
   kt.row_weights(s.gathered_x.data(), m, e.temperature, e.z_max, s.gathered_w.data(), s.unused_blocks.data(), &unused);
   int64_t kept = 0;
-  double sum = 0.0;
+  double sum = 0.0, kept_total = 0.0;
   for (int64_t i = 0; i < m; ++i) {
     const int64_t v = index[i];
-    w[v] = s.gathered_w[i];
-    sum += static_cast<double>(s.gathered_w[i]);
+    const float x = s.gathered_w[i];
+    w[v] = x;
+    sum += static_cast<double>(x);
     index[kept] = v;
-    kept += s.gathered_w[i] >= tau;
+    kept_total += x >= tau ? static_cast<double>(x) : 0.0;
+    kept += x >= tau;
   }
   s.exact_count = m;
   s.exact_sum = sum;
+  *kept_sum = kept_total;
   return kept;
 }
 
@@ -244,19 +248,20 @@ float top_p_cutoff(const KernelTable& kt, float* w, int64_t n, double target_lo,
   float tau = 0x1p-12f, floor = tau;
   for (;;) {
     floor = tau > 0.0f ? tau : std::numeric_limits<float>::denorm_min();
+    double sum = 0.0;
     if (exact != nullptr) {
-      const int64_t got = gather_exact(kt, w, n, floor, *exact, index.data());
+      const int64_t got = gather_exact(kt, w, n, floor, *exact, index.data(), &sum);
       if (got < 0) return 0.0f;
       *m = static_cast<size_t>(got);
     } else {
       *m = static_cast<size_t>(kt.gather_at_least(w, n, floor, index.data()));
+      double sums[4] = {0.0, 0.0, 0.0, 0.0};
+      size_t i = 0;
+      for (; i + 4 <= *m; i += 4)
+        for (int j = 0; j < 4; ++j) sums[j] += static_cast<double>(w[index[i + j]]);
+      for (; i < *m; ++i) sums[0] += static_cast<double>(w[index[i]]);
+      sum = (sums[0] + sums[1]) + (sums[2] + sums[3]);
     }
-    double sums[4] = {0.0, 0.0, 0.0, 0.0};
-    size_t i = 0;
-    for (; i + 4 <= *m; i += 4)
-      for (int j = 0; j < 4; ++j) sums[j] += static_cast<double>(w[index[i + j]]);
-    for (; i < *m; ++i) sums[0] += static_cast<double>(w[index[i]]);
-    const double sum = (sums[0] + sums[1]) + (sums[2] + sums[3]);
     const double margin = static_cast<double>(*m) * 0x1p-50;
     bool enough = sum * (1.0 - margin) >= target;
     if (!enough && !(sum * (1.0 + margin) < target)) {  // (target_hi: a floor for any target in range)
@@ -282,11 +287,17 @@ float top_p_cutoff(const KernelTable& kt, float* w, int64_t n, double target_lo,
     const size_t base = bucket(floor);  // every candidate is >= floor
     const size_t coarse_base = base >> 6;
     mass.assign(bucket(1.0f) - base + 1, 0.0);
+    for (const int64_t v : c) mass[bucket(w[v]) - base] += static_cast<double>(w[v]);
+    // Each exponent's 64 buckets summed (four chains: any order will do for a proposal).
     double coarse[256] = {};
-    for (const int64_t v : c) {
-      const double x = static_cast<double>(w[v]);
-      mass[bucket(w[v]) - base] += x;
-      coarse[(bucket(w[v]) >> 6) - coarse_base] += x;
+    for (size_t e = coarse_base; e <= bucket(1.0f) >> 6; ++e) {
+      const size_t lo = std::max(e << 6, base) - base, hi = std::min((e + 1) << 6, bucket(1.0f) + 1) - base;
+      double part[4] = {0.0, 0.0, 0.0, 0.0};
+      size_t b = lo;
+      for (; b + 4 <= hi; b += 4)
+        for (int j = 0; j < 4; ++j) part[j] += mass[b + j];
+      for (; b < hi; ++b) part[0] += mass[b];
+      coarse[e - coarse_base] = (part[0] + part[1]) + (part[2] + part[3]);
     }
     size_t e = (bucket(1.0f) >> 6) - coarse_base + 1;
     while (e > 0 && greater + coarse[e - 1] < target) greater += coarse[--e];
