@@ -62,6 +62,15 @@ Outcome in_row(Outcome out, bool in_draft, int64_t i) {
   return out;
 }
 
+// Note [Draft bounds] that do not hold for draft row i.
+Outcome draft_bounds_error(int64_t i) {
+  Outcome out;
+  out.error = InputError::kDraftBounds;
+  out.in_draft = true;
+  out.row = i;
+  return out;
+}
+
 Outcome emitted(int64_t n_accepted, int64_t token) {
   Outcome out;
   out.n_accepted = n_accepted;
@@ -378,6 +387,10 @@ struct ProbRows {
   int64_t vocab;
   double width = mass_bound_width(vocab);
   static constexpr bool kWarped = false;
+  // Note [Draft bounds] are for logits only.
+  BoundedStep handed_off(int64_t, int64_t, double, Position*, Outcome*) const { return BoundedStep::kNone; }
+  Outcome read_draft(int64_t, Side*) const { return Outcome{}; }
+  bool bounds_hold(int64_t, int64_t, const Side&) const { return true; }
 
   // Note [Mass bounds]: true if position i certainly accepts t with uniform u (a one-hot
   // draft when `one_hot`), from float32 sums alone; false means nothing (read it exactly).
@@ -704,6 +717,9 @@ struct LogitRows {
   Rows target, draft;
   int64_t vocab;
   const WarpParams& params;
+  const DraftBound* handoff = nullptr;  // Note [Draft bounds], k of them, or none
+  // The target row handed_off bounded in this call (weight_bounds(0) holds its bounds).
+  mutable int64_t target_bounded = -1;
   static constexpr bool kWarped = true;
 
   Outcome read(RowRef x, bool in_draft, int64_t i, Side* s) const {
@@ -716,6 +732,32 @@ struct LogitRows {
     return Outcome{};
   }
   Outcome read_target(int64_t i, Side* p) const { return read(target.row(i), false, i, p); }
+  Outcome read_draft(int64_t i, Side* q) const { return read(draft.row(i), true, i, q); }
+  // Note [Draft bounds]: position i tested from its handed-over draft bound. kAccepted; or
+  // kUnknown with the target row read exactly into at->p (the caller reads the draft row
+  // and decides); or kNone: nothing read exactly (no bounds, or the target's weight bounds
+  // could not accept; the position goes the usual way). A malformed target row: *bad.
+  BoundedStep handed_off(int64_t i, int64_t t, double u, Position* at, Outcome* bad) const {
+    if (handoff == nullptr) return BoundedStep::kNone;
+    const DraftBound& d = handoff[i];
+    const double uq = u * static_cast<double>(d.weight);
+    if (bounded(i, false)) {
+      WeightBounds& p = weight_bounds(0);
+      if (!bound_weights(kt, static_cast<const float*>(target.row(i).data), vocab, params.temperature, &p))
+        return BoundedStep::kNone;
+      target_bounded = i;
+      return uq * p.hi < static_cast<double>(p.weight_at(t)) * d.lo ? BoundedStep::kAccepted : BoundedStep::kNone;
+    }
+    *bad = read_target(i, &at->p);
+    if (bad->error != InputError::kNone) return BoundedStep::kUnknown;
+    return uq * at->p.mass < static_cast<double>(at->p.at(t)) * d.lo ? BoundedStep::kAccepted : BoundedStep::kUnknown;
+  }
+  // The handed-over bound of draft row i against the row read exactly into q.
+  bool bounds_hold(int64_t i, int64_t t, const Side& q) const {
+    if (handoff == nullptr) return true;
+    const DraftBound& d = handoff[i];
+    return std::bit_cast<uint32_t>(q.at(t)) == std::bit_cast<uint32_t>(d.weight) && d.lo <= q.mass && q.mass <= d.hi;
+  }
   Outcome read_pair(int64_t i, Side* p, Side* q, double* = nullptr, bool* guessed = nullptr) const {
     if (guessed != nullptr) *guessed = false;
     const Outcome bad = read_target(i, p);
@@ -724,6 +766,10 @@ struct LogitRows {
   }
   // Note [Bounded warping], at temperature only on float32 rows: the approximate weight
   // sums bound P and Q, the weights at t are exact, and the test is decided where certain.
+  // Bounds of row x at this call's temperature, computed since the row was last bounded.
+  bool fresh(const WeightBounds& wb, const float* x) const {
+    return wb.x == x && wb.n == vocab && wb.temperature == params.temperature;
+  }
   bool bounded(int64_t i, bool one_hot) const {
     return kt.row_weight_sums != nullptr && temperature_only(params, vocab) && target.type == Elem::kF32 &&
            (one_hot || draft.type == Elem::kF32) && i >= 0;
@@ -731,7 +777,10 @@ struct LogitRows {
   bool surely_accepted(int64_t i, bool one_hot, int64_t t, double u, double*, double*) const {
     if (!bounded(i, one_hot)) return false;
     WeightBounds& p = weight_bounds(0);
-    if (!bound_weights(kt, static_cast<const float*>(target.row(i).data), vocab, params.temperature, &p)) return false;
+    const float* xp = static_cast<const float*>(target.row(i).data);
+    // (handed_off may have bounded the row just now; bounds from an earlier call are never
+    // reused: the buffer may hold new logits)
+    if (target_bounded != i && !bound_weights(kt, xp, vocab, params.temperature, &p)) return false;
     const double pt = p.weight_at(t);
     if (one_hot) return u * p.hi < pt;  // u * P < p(t) for every P in [lo, hi]
     WeightBounds& q = weight_bounds(1);
@@ -761,12 +810,14 @@ struct LogitRows {
     const float temperature = params.temperature;
     WeightBounds& p = weight_bounds(0);
     WeightBounds& q = weight_bounds(1);
-    const auto fresh = [&](const WeightBounds& wb, const float* x) {
-      return wb.x == x && wb.n == vocab && wb.temperature == temperature;
-    };
     if ((!fresh(p, xp) && !bound_weights(kt, xp, vocab, temperature, &p)) ||
         (!fresh(q, xq) && !bound_weights(kt, xq, vocab, temperature, &q)))
       return BoundedStep::kUnknown;
+    if (handoff != nullptr) {  // bounds that cannot be this row's: the exact path says so
+      const DraftBound& d = handoff[i];
+      if (std::bit_cast<uint32_t>(q.weight_at(t)) != std::bit_cast<uint32_t>(d.weight) || d.hi < q.lo || q.hi < d.lo)
+        return BoundedStep::kUnknown;
+    }
     constexpr double kLow = 0x1p-120, kHigh = 0x1p120;
     if (!(p.lo >= kLow) || !(p.hi <= kHigh) || !(q.lo >= kLow) || !(q.hi <= kHigh)) return BoundedStep::kUnknown;
     *sp = 0.5 * (p.lo + p.hi);
@@ -927,6 +978,20 @@ Outcome token_round(const KernelTable& kt, const Reader& rows, bool one_hot, con
   double last_p = 1.0, last_q = 1.0;  // the masses seen last (Note [Mass bounds]'s guess)
   for (int64_t i = 0; i < k; ++i) {
     const int64_t t = tokens[i];
+    if (!one_hot) {  // Note [Draft bounds]
+      Outcome bad;
+      const BoundedStep step = rows.handed_off(i, t, u[i], &at, &bad);
+      if (bad.error != InputError::kNone) return bad;
+      if (step == BoundedStep::kAccepted) continue;
+      if (step == BoundedStep::kUnknown) {  // the target row read exactly: the draft's now
+        at.guessed = false;
+        const Outcome bad_q = rows.read_draft(i, &at.q);
+        if (bad_q.error != InputError::kNone) return bad_q;
+        if (!rows.bounds_hold(i, t, at.q)) return draft_bounds_error(i);
+        if (u[i] * at.q.at(t) * at.p.mass < at.p.at(t) * at.q.mass) continue;
+        return emitted(i, draw_correction(kt, at, u[k], vocab));
+      }
+    }
     const bool likely = rows.likely_accepted(i, one_hot, t, u[i], last_p, last_q);
     if (likely && rows.surely_accepted(i, one_hot, t, u[i], &last_p, &last_q)) continue;
     // One-hot, a likely rejection: one float32 pass may decide the position and draw the
@@ -957,6 +1022,7 @@ Outcome token_round(const KernelTable& kt, const Reader& rows, bool one_hot, con
     }
     const Outcome bad = rows.read_pair(i, &at.p, &at.q, at.r_blocks.data(), &at.guessed);
     if (bad.error != InputError::kNone) return bad;
+    if (!rows.bounds_hold(i, t, at.q)) return draft_bounds_error(i);
     // Accept t with probability min(1, (p(t)/P) / (q(t)/Q)), without dividing:
     // u * q(t) * P < p(t) * Q. p(t) = 0 never passes; q(t) = 0 < p(t) always does.
     const double pt = at.p.at(t), qt = at.q.at(t);
@@ -1229,29 +1295,36 @@ Outcome accept_round(const KernelTable& kt, Rows target, Rows draft, const int64
 }
 
 Outcome sample_round(const KernelTable& kt, RowRef x, int64_t n, const WarpParams& params,
-                     double u) {
+                     double u, DraftBound* bound) {
   if (params.temperature == 0.0f) {
     Outcome out;
     if (!typed_argmax(kt, x, n, &out.token)) return nan_row(x, n);
+    if (bound != nullptr) *bound = DraftBound{1.0f, 1.0, 1.0};
     return out;
   }
   int64_t token = -1;
   if (x.type == Elem::kF32 && temperature_only(params, n) &&
-      bounded_weights_draw(kt, static_cast<const float*>(x.data), n, params.temperature, u, &token))
+      bounded_weights_draw(kt, static_cast<const float*>(x.data), n, params.temperature, u, &token)) {
+    if (bound != nullptr) {
+      const WeightBounds& wb = weight_bounds(0);
+      *bound = DraftBound{wb.weight_at(token), wb.lo, wb.hi};
+    }
     return emitted(0, token);
+  }
   WarpScratch& s = warp_scratch(n);
   WarpedRow p{s.values.data(), s.blocks.data(), 0.0};
   const Outcome bad = warp_row_lazy(kt, as_floats(kt, x, n, widened_logits(n)), n, params, &p);
   if (bad.error != InputError::kNone) return bad;
-  return emitted(0, sample_index(p.blocks, n, u * p.mass, [v = p.values, floor = p.floor](int64_t i) {
-    return v[i] < floor ? 0.0f : v[i];
-  }));
+  const auto value = [v = p.values, floor = p.floor](int64_t i) { return v[i] < floor ? 0.0f : v[i]; };
+  token = sample_index(p.blocks, n, u * p.mass, value);
+  if (bound != nullptr) *bound = DraftBound{value(token), p.mass, p.mass};
+  return emitted(0, token);
 }
 
 Outcome accept_logits_round(const KernelTable& kt, Rows target, Rows draft, const int64_t* tokens,
                             const double* uniforms, int64_t k, int64_t vocab,
-                            const WarpParams& params, Method method) {
-  const LogitRows rows{kt, target, draft, vocab, params};
+                            const WarpParams& params, Method method, const DraftBound* bounds) {
+  const LogitRows rows{kt, target, draft, vocab, params, draft.data == nullptr ? nullptr : bounds};
   return verify_round(kt, rows, draft.data == nullptr, tokens, uniforms, k, vocab, method);
 }
 

@@ -298,7 +298,8 @@ const float* as_floats(const KernelTable& kt, RowRef row, int64_t n, float* buff
 
 // kNoFinite: a logits row whose values are all -inf; kOverflow: a logit whose division
 // by the temperature overflows to +inf.
-enum class InputError : int { kNone = 0, kNaN, kNegative, kInfinite, kZeroMass, kNoFinite, kOverflow };
+enum class InputError : int { kNone = 0, kNaN, kNegative, kInfinite, kZeroMass, kNoFinite, kOverflow,
+                              kDraftBounds };
 
 struct Outcome {
   int64_t n_accepted = 0;
@@ -398,16 +399,40 @@ void forget_top_p_misses();
 // The pass warp_row_lazy left out: values[v] < floor become +0.0 (nothing if floor <= 0).
 void materialize(const KernelTable& kt, float* values, int64_t n, float floor);
 
-// One token from warped logits row x with uniform u in [0, 1); temperature 0: the argmax.
+// Note [Draft bounds]
+// A sampled round warps each draft row twice: `sample` draws the draft token from it, and
+// accept_logits warps it again to test the token. sample_round can hand over what the test
+// needs instead: the warped weight q(t) of the token it drew (exact, Note [One exp]'s bits)
+// and a range [lo, hi] holding the warped row's canonical mass Q (lo = hi = Q where the row
+// was warped exactly; Note [Bounded warping]'s range where the draw was decided from the
+// weight bounds). Given them, accept_logits_round tests position i as
+// u q(t) P < p(t) lo, which then holds for every Q in the range and so for the exact rule
+// (each side rounded monotonically), reading only the target row (its bounds at
+// temperature only, else its warp); a position that does not pass is decided as without
+// them, the draft row read, and the handed-over values checked against it: q(t) bit for
+// bit and Q inside [lo, hi], else kDraftBounds for that draft row. So with bounds from
+// sample_round on the same rows and parameters every outcome is the same as without them;
+// an acceptance from values made up otherwise goes unnoticed (the contract of the ops).
+// Block verification reads every row anyway and leaves them unused.
+struct DraftBound {
+  float weight = 0.0f;
+  double lo = 0.0, hi = 0.0;
+};
+
+// One token from warped logits row x with uniform u in [0, 1); temperature 0: the argmax
+// (with bound {1, 1, 1}: the one-hot row greedy rounds verify). With bound non-null, the
+// token's Note [Draft bounds].
 Outcome sample_round(const KernelTable& kt, RowRef x, int64_t n, const WarpParams& params,
-                     double u);
+                     double u, DraftBound* bound = nullptr);
 
 // accept_round on the warped rows of target and draft logits (temperature > 0; draft.data
 // == nullptr for one-hot drafts), warped as they are read: token-wise, rows after the
 // deciding position are never read.
+// bounds (k of them, or null): the draft rows' Note [Draft bounds], token-wise only.
 Outcome accept_logits_round(const KernelTable& kt, Rows target, Rows draft, const int64_t* tokens,
                             const double* uniforms, int64_t k, int64_t vocab,
-                            const WarpParams& params, Method method = Method::kToken);
+                            const WarpParams& params, Method method = Method::kToken,
+                            const DraftBound* bounds = nullptr);
 
 // Note [Tree verification]
 // A tree of n draft nodes in topological order: tokens[j], parents[j] in [-1, j) (-1: a

@@ -1794,6 +1794,136 @@ void bounded_warping_rounds(Rng& rng, const std::vector<const sv::KernelTable*>&
                                       std::to_string(boundary_fallbacks) + " of " + std::to_string(tried) + ")");
 }
 
+// Note [Draft bounds]: draft tokens drawn by sample_round, which hands over each draft row's
+// bound; accept_logits_round with those bounds gives the outcome it gives without them, on
+// every path, for random parameters (temperature only, top-k, top-p, min-p), draft rows
+// close to the target (most positions accepted) or independent, and uniforms random, small,
+// or at position i's acceptance boundary u = p(t) Q / (q(t) P) and a few ulps either side
+// (from exact warps); rows after the deciding one unreadable. sample_round's bound holds the
+// exact warped q(t) and Q. Bounds that are not the row's (q(t) one ulp off, or a range
+// missing Q) are reported as that draft row's kDraftBounds wherever the position does not
+// pass on the bounds alone (Q's by more than the width of the weight bounds' ranges).
+void draft_bound_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int count, int64_t max_n) {
+  int64_t accepted_on_bounds = 0, rejections = 0, caught = 0;
+  for (int r = 0; r < count; ++r) {
+    const int64_t k = 1 + rng.below(5);
+    const int64_t n = 2 + rng.below(max_n);
+    const int kind = static_cast<int>(rng.below(5));
+    const std::vector<float> t_rows = logit_rows(rng, k + 1, n, kind);
+    const bool close = rng.below(3) != 0;
+    std::vector<float> d_rows = close ? t_rows : logit_rows(rng, k, n, kind);
+    d_rows.resize(k * n);
+    for (float& x : d_rows)
+      if (close && std::isfinite(x)) x += static_cast<float>(0.2 * (rng.uniform() - 0.5));
+    sv::WarpParams params = random_params(rng, n);
+    if (rng.below(2) == 0) params.top_k = 0, params.top_p = 1.0, params.min_p = 0.0;  // temperature only: bounded
+    const sv::KernelTable& ref = sv::scalar_kernels();
+    // The exact warps, for boundary uniforms and to check the bounds.
+    std::vector<float> wp((k + 1) * n), wq(k * n);
+    std::vector<double> bp(sv::num_blocks(n)), mp(k + 1), mq(k);
+    for (int64_t i = 0; i <= k; ++i) {
+      sv::WarpedRow w{wp.data() + i * n, bp.data(), 0.0};
+      sv::warp_row(ref, t_rows.data() + i * n, n, params, &w);
+      mp[i] = w.mass;
+      if (i == k) break;
+      sv::WarpedRow v{wq.data() + i * n, bp.data(), 0.0};
+      sv::warp_row(ref, d_rows.data() + i * n, n, params, &v);
+      mq[i] = v.mass;
+    }
+    std::vector<int64_t> tokens(k);
+    std::vector<sv::DraftBound> bounds(k);
+    for (int64_t i = 0; i < k; ++i) {
+      const double u = rng.uniform();
+      const sv::Outcome plain = sv::sample_round(ref, d_rows.data() + i * n, n, params, u);
+      for (const sv::KernelTable* kt : kts) {
+        sv::DraftBound b;
+        const sv::Outcome s = sv::sample_round(*kt, d_rows.data() + i * n, n, params, u, &b);
+        const bool holds = s.error == sv::InputError::kNone && s.token == plain.token &&
+                           bits(b.weight) == bits(wq[i * n + s.token]) && b.lo <= mq[i] && mq[i] <= b.hi;
+        check(holds, std::string(kt->name) + " sample_round's draft bound holds the exact q(t) and Q, round " +
+                         std::to_string(r));
+        bounds[i] = b;
+      }
+      tokens[i] = plain.token;
+    }
+    std::vector<double> u(k + 1);
+    const int mode = static_cast<int>(rng.below(3));  // 0 random, 1 small, 2 at position j's boundary
+    for (double& x : u) x = mode == 1 ? 0.3 * rng.uniform() : rng.uniform();
+    int64_t j = rng.below(k);
+    for (int64_t tries = 0; tries < k; ++tries, j = (j + 1) % k)  // a position the rule may reject
+      if (wp[j * n + tokens[j]] * mq[j] < wq[j * n + tokens[j]] * mp[j]) break;
+    if (mode == 2) {
+      for (int64_t i = 0; i < j; ++i) u[i] = 0.0;
+      const double pt = wp[j * n + tokens[j]], qt = wq[j * n + tokens[j]];
+      if (pt > 0.0) u[j] = std::min(pt * mq[j] / (qt * mp[j]), 0x1.fffffffffffffp-1);
+      const int64_t nudge = rng.below(7) - 3;
+      for (int64_t z = 0; z < std::abs(nudge); ++z) u[j] = std::nextafter(u[j], nudge < 0 ? 0.0 : 1.0);
+    }
+    const sv::Outcome want = sv::accept_logits_round(without_bounds(ref), sv::Rows{t_rows.data(), n},
+                                                     sv::Rows{d_rows.data(), n}, tokens.data(), u.data(), k, n, params);
+    PagedRows target(k + 1, n), draft(k, n);
+    for (int64_t i = 0; i <= k; ++i) std::memcpy(target.row(i), t_rows.data() + i * n, n * 4);
+    for (int64_t i = 0; i < k; ++i) std::memcpy(draft.row(i), d_rows.data() + i * n, n * 4);
+    target.lock_from(want.n_accepted + 1);
+    draft.lock_from(want.n_accepted + 1);
+    rejections += want.n_accepted < k;
+    for (const sv::KernelTable* kt : kts) {
+      char buf[200];
+      std::snprintf(buf, sizeof buf, "%s draft bounds round %d k=%lld n=%lld kind=%d T=%g top_k=%lld top_p=%g mode %d",
+                    kt->name, r, (long long)k, (long long)n, kind, params.temperature, (long long)params.top_k,
+                    params.top_p, mode);
+      const sv::Outcome got = sv::accept_logits_round(*kt, target.view(), draft.view(), tokens.data(), u.data(), k, n,
+                                                      params, sv::Method::kToken, bounds.data());
+      check(got.error == sv::InputError::kNone && got.n_accepted == want.n_accepted && got.token == want.token, buf);
+      // Any range holding Q will do: one 2^-8 wider each way (the test must use its low end).
+      std::vector<sv::DraftBound> wide = bounds;
+      for (sv::DraftBound& b : wide) b.lo *= 1.0 - 0x1p-8, b.hi *= 1.0 + 0x1p-8;
+      const sv::Outcome got_wide = sv::accept_logits_round(*kt, target.view(), draft.view(), tokens.data(), u.data(), k,
+                                                           n, params, sv::Method::kToken, wide.data());
+      check(got_wide.error == sv::InputError::kNone && got_wide.n_accepted == want.n_accepted &&
+                got_wide.token == want.token,
+            std::string(buf) + " wider bounds");
+      // Block verification reads every row and leaves the bounds unused.
+      const sv::Rows all_t{t_rows.data(), n}, all_d{d_rows.data(), n};
+      const sv::Outcome blocked = sv::accept_logits_round(*kt, all_t, all_d, tokens.data(), u.data(), k, n, params,
+                                                          sv::Method::kBlock, bounds.data());
+      const sv::Outcome blocked_plain =
+          sv::accept_logits_round(*kt, all_t, all_d, tokens.data(), u.data(), k, n, params, sv::Method::kBlock);
+      check(blocked.error == sv::InputError::kNone && blocked.n_accepted == blocked_plain.n_accepted &&
+                blocked.token == blocked_plain.token,
+            std::string(buf) + " block");
+    }
+    // Bounds that are not the row's, at the first position not accepted.
+    if (want.n_accepted < k) {
+      const int64_t i = want.n_accepted;
+      for (int how = 0; how < 3; ++how) {
+        std::vector<sv::DraftBound> bad = bounds;
+        if (how == 0) bad[i].weight = std::nextafter(bad[i].weight, 2.0f);
+        // (Off by more than Note [Bounded warping]'s ranges: a position decided from the row's
+        // weight bounds checks the handed-over range against those.)
+        if (how == 1) bad[i].lo = bad[i].hi = mq[i] * (1.0 + 0x1p-12);
+        if (how == 2) bad[i].lo = bad[i].hi = mq[i] * (1.0 - 0x1p-12);
+        for (const sv::KernelTable* kt : kts) {  // (a bound that passes reads on: the rows unlocked)
+          const sv::Outcome got = sv::accept_logits_round(*kt, sv::Rows{t_rows.data(), n}, sv::Rows{d_rows.data(), n},
+                                                          tokens.data(), u.data(), k, n, params, sv::Method::kToken,
+                                                          bad.data());
+          // A bound that makes the position pass (a larger weight or Q's range below it may) goes
+          // unnoticed: the contract; anything else is caught.
+          const bool passed = got.error == sv::InputError::kNone && got.n_accepted > i;
+          const bool reported = got.error == sv::InputError::kDraftBounds && got.in_draft && got.row == i;
+          caught += reported;
+          accepted_on_bounds += passed;
+          check(reported || passed, std::string(kt->name) + " draft bounds not the row's, round " + std::to_string(r) +
+                                        " how " + std::to_string(how));
+        }
+      }
+    }
+  }
+  if (count >= 100)
+    check(rejections > 0 && caught > 0, "draft bounds: rounds with a rejection (" + std::to_string(rejections) +
+                                            "), bad bounds caught (" + std::to_string(caught) + ")");
+}
+
 // Note [Bounded rejection] on warped rows (temperature only): rounds whose first token is
 // rejected, at random uniforms and at the boundaries of u_0 and u_K found by bisection on
 // the exact round (adjacent doubles where its outcome changes, ±2 ulps), against the rounds
@@ -2565,6 +2695,8 @@ int main(int argc, char** argv) {
   bounded_warping_kernels(rng, kts);
   bounded_warping_rounds(rng, kts, quick ? 200 : 1500, 3000);
   bounded_warping_rounds(rng, kts, quick ? 6 : 30, 160000);
+  draft_bound_tests(rng, kts, quick ? 150 : 1200, 3000);
+  draft_bound_tests(rng, kts, quick ? 4 : 20, 160000);
   bounded_logit_rejection_tests(rng, kts, quick ? 60 : 500, 3000);
   reused_logit_buffer_tests(rng, kts, quick ? 100 : 600);
   bounded_logit_rejection_tests(rng, kts, quick ? 3 : 12, 160000);
