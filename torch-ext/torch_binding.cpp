@@ -144,6 +144,11 @@ void raise_if_bad(const char* op, const sv::Outcome& out, const RowNames& names 
     TORCH_CHECK_VALUE(false, "spec_verify.", op, ": ", name, "[", out.row,
                       "] has no finite value (every entry is -inf)");
   }
+  if (out.error == sv::InputError::kDraftBounds) {
+    TORCH_CHECK_VALUE(false, "spec_verify.", op, ": draft_bounds[", out.row, "] does not hold for ", name, "[",
+                      out.row, "] and its draft token: pass the bounds `sample(..., return_bounds=True)` "
+                      "returned for these rows with these warping parameters");
+  }
   if (out.error == sv::InputError::kOverflow) {
     TORCH_CHECK_VALUE(false, "spec_verify.", op, ": ", name, "[", out.row, ", ", out.col, "] = ",
                       out.value, " divided by the temperature overflows float32; use a larger "
@@ -334,23 +339,37 @@ struct WarpBuffers {
 };
 
 // One row of sample/sample_with_uniforms: the token, or the row's error.
-sv::Outcome sample_row(const at::Tensor& rows, int64_t i, const sv::WarpParams& params, double u) {
+sv::Outcome sample_row(const at::Tensor& rows, int64_t i, const sv::WarpParams& params, double u,
+                       sv::DraftBound* bound = nullptr) {
   const int64_t vocab = rows.size(1);
-  sv::Outcome out = sv::sample_round(kernels(), row_of(rows, i), vocab, params, u);
+  sv::Outcome out = sv::sample_round(kernels(), row_of(rows, i), vocab, params, u, bound);
   out.row = i;
   return out;
 }
 
 // A token for each checked row (checked_logits) into `tokens`: the first malformed row's
 // error, or kNone. uniforms may be null at temperature 0.
+// With bounds non-null, each row's Note [Draft bounds] too, as [R, 3] float64.
 sv::Outcome sample_into(const at::Tensor& rows, const sv::WarpParams& params,
-                        const double* uniforms, at::Tensor& tokens) {
+                        const double* uniforms, at::Tensor& tokens, at::Tensor* bounds = nullptr) {
   tokens = at::empty({rows.size(0)}, at::TensorOptions().dtype(at::kLong));
   int64_t* out = tokens.data_ptr<int64_t>();
+  double* b = nullptr;
+  if (bounds != nullptr) {
+    *bounds = at::empty({rows.size(0), 3}, at::TensorOptions().dtype(at::kDouble));
+    b = bounds->data_ptr<double>();
+  }
   for (int64_t i = 0; i < rows.size(0); ++i) {
-    const sv::Outcome o = sample_row(rows, i, params, uniforms == nullptr ? 0.0 : uniforms[i]);
+    sv::DraftBound bound;
+    const sv::Outcome o = sample_row(rows, i, params, uniforms == nullptr ? 0.0 : uniforms[i],
+                                     b == nullptr ? nullptr : &bound);
     if (o.error != sv::InputError::kNone) return o;
     out[i] = o.token;
+    if (b != nullptr) {
+      b[3 * i] = static_cast<double>(bound.weight);
+      b[3 * i + 1] = bound.lo;
+      b[3 * i + 2] = bound.hi;
+    }
   }
   return sv::Outcome{};
 }
@@ -368,12 +387,36 @@ struct LogitsArgs {
   int64_t k, vocab;
   bool greedy;
   sv::Method method;
+  std::vector<sv::DraftBound> bounds;  // Note [Draft bounds]: k of them, or none
 };
+
+// draft_bounds as `sample(..., return_bounds=True)` returns them for K draft rows: float64
+// [K, 3] rows (weight, lo, hi) with weight a float32 value >= 0 and 0 < lo <= hi finite.
+std::vector<sv::DraftBound> checked_draft_bounds(const char* op, const at::Tensor& t, int64_t k) {
+  check_cpu(op, "draft_bounds", t);
+  TORCH_CHECK_TYPE(t.scalar_type() == at::kDouble, "spec_verify.", op,
+                   ": draft_bounds must have dtype torch.float64, got ", dtype_name(t.scalar_type()));
+  TORCH_CHECK_VALUE(t.dim() == 2 && t.size(0) == k && t.size(1) == 3, "spec_verify.", op,
+                    ": draft_bounds must have shape [K, 3] = [", k, ", 3], got ", shape_of(t));
+  const at::Tensor c = t.contiguous();
+  const double* d = c.data_ptr<double>();
+  std::vector<sv::DraftBound> out(k);
+  for (int64_t i = 0; i < k; ++i) {
+    const double w = d[3 * i], lo = d[3 * i + 1], hi = d[3 * i + 2];
+    TORCH_CHECK_VALUE(w >= 0.0 && w <= 1.0 && static_cast<double>(static_cast<float>(w)) == w && lo > 0.0 &&
+                          lo <= hi && std::isfinite(hi),
+                      "spec_verify.", op, ": draft_bounds[", i, "] = (", w, ", ", lo, ", ", hi,
+                      ") is not (a float32 weight in [0, 1], 0 < lo <= hi finite): pass the bounds "
+                      "`sample(..., return_bounds=True)` returned");
+    out[i] = sv::DraftBound{static_cast<float>(w), lo, hi};
+  }
+  return out;
+}
 
 LogitsArgs checked_logits_args(const char* op, const at::Tensor& target_logits,
                                const std::optional<at::Tensor>& draft_logits,
                                const at::Tensor& draft_tokens, const sv::WarpParams& params,
-                               c10::string_view method) {
+                               c10::string_view method, const std::optional<at::Tensor>& draft_bounds) {
   LogitsArgs a;
   a.method = checked_method(op, method);
   a.k = checked_k(op, target_logits, "target_logits");
@@ -384,13 +427,19 @@ LogitsArgs checked_logits_args(const char* op, const at::Tensor& target_logits,
     a.draft = checked_rows(op, "draft_logits", *draft_logits, a.k, a.vocab, "[K, V]");
   }
   a.tokens = checked_tokens(op, draft_tokens, a.k, a.vocab, "target_logits");
+  if (draft_bounds.has_value() && draft_bounds->defined()) {
+    TORCH_CHECK_VALUE(draft_logits.has_value() && draft_logits->defined(), "spec_verify.", op,
+                      ": draft_bounds describe draft rows: pass draft_logits too (one-hot drafts have none)");
+    a.bounds = checked_draft_bounds(op, *draft_bounds, a.k);
+  }
   return a;
 }
 
 sv::Outcome run_accept_logits(const LogitsArgs& a, const double* uniforms, const sv::WarpParams& params) {
   if (a.greedy) return sv::verify_greedy_round(kernels(), rows_of(a.target), a.tokens.data(), a.k, a.vocab);
   return sv::accept_logits_round(kernels(), rows_of(a.target), draft_rows(a.draft), a.tokens.data(),
-                                 uniforms, a.k, a.vocab, params, a.method);
+                                 uniforms, a.k, a.vocab, params, a.method,
+                                 a.bounds.empty() ? nullptr : a.bounds.data());
 }
 
 }  // namespace
@@ -451,15 +500,43 @@ at::Tensor sample_with_uniforms(const at::Tensor& logits, const at::Tensor& unif
   return sampled(op, logits, out, tokens);
 }
 
+std::tuple<at::Tensor, at::Tensor> sample_with_bounds(const at::Tensor& logits,
+                                                      const std::optional<at::Tensor>& uniforms,
+                                                      double temperature, int64_t top_k, double top_p,
+                                                      double min_p, const std::optional<at::Generator>& generator) {
+  const bool given = uniforms.has_value() && uniforms->defined();
+  const char* op = given ? "sample_with_uniforms" : "sample";
+  const sv::WarpParams params = checked_params(op, temperature, top_k, top_p, min_p);
+  const at::Tensor rows = checked_logits(op, "logits", logits);
+  const int64_t n = rows.size(0);
+  at::Tensor tokens, bounds;
+  sv::Outcome out;
+  if (given) {
+    const at::Tensor u = checked_uniforms(op, *uniforms, n,
+                                          logits.dim() == 1 ? std::string("[] (one row)")
+                                                            : "[R] = [" + std::to_string(n) + "]",
+                                          logits.dim() == 1);
+    out = sample_into(rows, params, u.data_ptr<double>(), tokens, &bounds);
+  } else {
+    out = params.temperature == 0.0f
+              ? sample_into(rows, params, nullptr, tokens, &bounds)
+              : with_uniforms(op, generator, n, [&](const double* u) { return sample_into(rows, params, u, tokens, &bounds); });
+  }
+  at::Tensor t = sampled(op, logits, out, tokens);
+  return {t, logits.dim() == 1 ? bounds.squeeze(0) : bounds};
+}
+
 std::tuple<c10::SymInt, c10::SymInt> accept_logits(const at::Tensor& target_logits,
                                                    const std::optional<at::Tensor>& draft_logits,
                                                    const at::Tensor& draft_tokens, double temperature,
                                                    int64_t top_k, double top_p, double min_p,
                                                    const std::optional<at::Generator>& generator,
-                                                   c10::string_view method) {
+                                                   c10::string_view method,
+                                                   const std::optional<at::Tensor>& draft_bounds) {
   const char* op = "accept_logits";
   const sv::WarpParams params = checked_params(op, temperature, top_k, top_p, min_p);
-  const LogitsArgs a = checked_logits_args(op, target_logits, draft_logits, draft_tokens, params, method);
+  const LogitsArgs a =
+      checked_logits_args(op, target_logits, draft_logits, draft_tokens, params, method, draft_bounds);
   const sv::Outcome out =
       a.greedy ? run_accept_logits(a, nullptr, params)
                : with_uniforms(op, generator, a.k + 1, [&](const double* u) { return run_accept_logits(a, u, params); });
@@ -470,10 +547,11 @@ std::tuple<c10::SymInt, c10::SymInt> accept_logits(const at::Tensor& target_logi
 std::tuple<c10::SymInt, c10::SymInt> accept_logits_with_uniforms(
     const at::Tensor& target_logits, const std::optional<at::Tensor>& draft_logits,
     const at::Tensor& draft_tokens, const at::Tensor& uniforms, double temperature, int64_t top_k,
-    double top_p, double min_p, c10::string_view method) {
+    double top_p, double min_p, c10::string_view method, const std::optional<at::Tensor>& draft_bounds) {
   const char* op = "accept_logits_with_uniforms";
   const sv::WarpParams params = checked_params(op, temperature, top_k, top_p, min_p);
-  const LogitsArgs a = checked_logits_args(op, target_logits, draft_logits, draft_tokens, params, method);
+  const LogitsArgs a =
+      checked_logits_args(op, target_logits, draft_logits, draft_tokens, params, method, draft_bounds);
   const at::Tensor u = checked_uniforms(op, uniforms, a.k + 1, "[K+1] = [" + std::to_string(a.k + 1) + "]");
   const sv::Outcome out = run_accept_logits(a, u.data_ptr<double>(), params);
   raise_if_bad(op, out, kLogits);
@@ -960,13 +1038,16 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def("sample_with_uniforms(Tensor logits, Tensor uniforms, float temperature=1.0, int top_k=0, "
           "float top_p=1.0, float min_p=0.0) -> Tensor");
   ops.impl("sample_with_uniforms", c10::kCPU, &sample_with_uniforms);
+  ops.def("sample_with_bounds(Tensor logits, Tensor? uniforms=None, float temperature=1.0, int top_k=0, "
+          "float top_p=1.0, float min_p=0.0, Generator? generator=None) -> (Tensor, Tensor)");
+  ops.impl("sample_with_bounds", c10::kCPU, &sample_with_bounds);
   ops.def("accept_logits(Tensor target_logits, Tensor? draft_logits, Tensor draft_tokens, "
           "float temperature=1.0, int top_k=0, float top_p=1.0, float min_p=0.0, "
-          "Generator? generator=None, str method=\"token\") -> (SymInt, SymInt)");
+          "Generator? generator=None, str method=\"token\", Tensor? draft_bounds=None) -> (SymInt, SymInt)");
   ops.impl("accept_logits", c10::kCPU, &accept_logits);
   ops.def("accept_logits_with_uniforms(Tensor target_logits, Tensor? draft_logits, "
           "Tensor draft_tokens, Tensor uniforms, float temperature=1.0, int top_k=0, "
-          "float top_p=1.0, float min_p=0.0, str method=\"token\") -> (SymInt, SymInt)");
+          "float top_p=1.0, float min_p=0.0, str method=\"token\", Tensor? draft_bounds=None) -> (SymInt, SymInt)");
   ops.impl("accept_logits_with_uniforms", c10::kCPU, &accept_logits_with_uniforms);
   ops.def("verify_tree(Tensor target_logits, Tensor tokens, Tensor parents, Tensor? draft_logits=None, "
           "float temperature=1.0, int top_k=0, float top_p=1.0, float min_p=0.0, "
@@ -1003,6 +1084,7 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
     ops.impl("warp", key, &warp);
     ops.impl("sample", key, &sample);
     ops.impl("sample_with_uniforms", key, &sample_with_uniforms);
+    ops.impl("sample_with_bounds", key, &sample_with_bounds);
     ops.impl("accept_logits", key, &accept_logits);
     ops.impl("accept_logits_with_uniforms", key, &accept_logits_with_uniforms);
     ops.impl("verify_batch", key, &verify_batch);

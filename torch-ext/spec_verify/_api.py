@@ -36,6 +36,7 @@ _accept_with_uniforms = ops.accept_with_uniforms.default
 _warp = ops.warp.default
 _sample = ops.sample.default
 _sample_with_uniforms = ops.sample_with_uniforms.default
+_sample_with_bounds = ops.sample_with_bounds.default
 _accept_logits = ops.accept_logits.default
 _accept_logits_with_uniforms = ops.accept_logits_with_uniforms.default
 _verify_tree = ops.verify_tree.default
@@ -60,6 +61,7 @@ _verify_batch_probs = ops.verify_batch_probs.default
 _accept_op = _accept._op
 _verify_greedy_op = _verify_greedy._op
 _sample_op = _sample._op
+_sample_with_bounds_op = _sample_with_bounds._op
 _accept_logits_op = _accept_logits._op
 _Generator = torch.Generator
 _no_subclass_torch_function = torch._C.DisableTorchFunctionSubclass
@@ -472,7 +474,8 @@ def sample(
     top_p: float = 1.0,
     min_p: float = 0.0,
     generator: Optional[torch.Generator] = None,
-) -> torch.Tensor:
+    return_bounds: bool = False,
+):
     """One token per logits row, drawn from the row's warped distribution (see `warp`).
 
     Exactly one float64 uniform is drawn per row, in row order (the stream
@@ -484,9 +487,15 @@ def sample(
         logits (`torch.Tensor`): float32, float16 or bfloat16 `[V]` or `[R, V]` on the CPU, as for `warp`.{args}
         generator (`torch.Generator`, *optional*): a CPU generator; the default generator
             when None.
+        return_bounds (`bool`, *optional*, defaults to False): also return each row's draft
+            bounds, for `accept_logits(..., draft_bounds=...)` (the same tokens either way).
 
     Returns:
-        `torch.Tensor`: int64 tokens of shape `logits.shape[:-1]` (0-d for a `[V]` row).
+        `torch.Tensor`: int64 tokens of shape `logits.shape[:-1]` (0-d for a `[V]` row). With
+        `return_bounds`, `(tokens, bounds)`: `bounds` float64 of shape `logits.shape[:-1] + (3,)`,
+        per row the warped weight of its token and a range `[lo, hi]` holding the warped
+        row's mass (`lo == hi` where the row was warped exactly). `accept_logits` given them
+        for these rows tests an acceptance without warping the draft row again.
 
     Raises:
         TypeError, ValueError: as for `warp`; `generator` not a `torch.Generator`. A call
@@ -496,6 +505,11 @@ def sample(
     _check_generator("sample", generator)
     if not (type(logits) is _Tensor and logits.is_cpu):
         _check_on_cpu("sample", logits=logits)
+    if return_bounds is not False and _flag(return_bounds, "spec_verify.sample: return_bounds"):
+        if not _is_compiling() and (generator is None or type(generator) is _Generator):
+            with _no_subclass_torch_function():
+                return _sample_with_bounds_op(logits, None, temperature, top_k, top_p, min_p, generator)
+        return _sample_with_bounds(logits, None, temperature, top_k, top_p, min_p, generator)
     if not _is_compiling():  # eager: the builtin, see `_accept_op`
         if generator is None:
             return _sample_op(logits, temperature, top_k, top_p, min_p)
@@ -513,7 +527,8 @@ def sample_with_uniforms(
     top_k: int = 0,
     top_p: float = 1.0,
     min_p: float = 0.0,
-) -> torch.Tensor:
+    return_bounds: bool = False,
+):
     """`sample` with its uniforms given: a pure function.
 
     Args:
@@ -521,9 +536,11 @@ def sample_with_uniforms(
         uniforms (`torch.Tensor`): float64 on the CPU, `[R]` (`[]` for a `[V]` row), each
             in `[0, 1)`; `uniforms[r]` draws row r's token (unused when `temperature` is 0,
             but still checked).{args}
+        return_bounds (`bool`, *optional*, defaults to False): as for `sample`.
 
     Returns:
-        `torch.Tensor`: int64 tokens of shape `logits.shape[:-1]`.
+        `torch.Tensor`: int64 tokens of shape `logits.shape[:-1]`; with `return_bounds`,
+        `(tokens, bounds)` as `sample` returns them.
 
     Raises:
         TypeError, ValueError: as for `warp`; `uniforms` not float64, of the wrong shape, or
@@ -533,6 +550,8 @@ def sample_with_uniforms(
                                                     top_p, min_p)
     if not (type(logits) is _Tensor and type(uniforms) is _Tensor and logits.is_cpu and uniforms.is_cpu):
         _check_on_cpu("sample_with_uniforms", logits=logits, uniforms=uniforms)
+    if return_bounds is not False and _flag(return_bounds, "spec_verify.sample_with_uniforms: return_bounds"):
+        return _sample_with_bounds(logits, uniforms, temperature, top_k, top_p, min_p)
     return _sample_with_uniforms(logits, uniforms, temperature, top_k, top_p, min_p)
 
 
@@ -561,6 +580,7 @@ def accept_logits(
     min_p: float = 0.0,
     generator: Optional[torch.Generator] = None,
     method: str = "token",
+    draft_bounds: Optional[torch.Tensor] = None,
 ) -> Tuple[int, int]:
     """Speculative sampling of one round from logits: `accept` on the warped rows.
 
@@ -586,6 +606,16 @@ def accept_logits(
             when None.
         method (`str`, *optional*, defaults to `"token"`): `"token"` or `"block"` (block
             verification), as for `accept`.
+        draft_bounds (`torch.Tensor`, *optional*): float64 `[K, 3]`, what
+            `sample(draft_logits[i], ..., return_bounds=True)` returned for each draft row
+            (stacked), with these warping parameters. A position is then accepted from its
+            bounds and the target row alone where that is certain, so the draft rows of
+            accepted positions are not warped again; the outcome is the same as without
+            them. A position that is not is decided as without them, and its bounds are
+            checked against its draft row (ValueError if they cannot be that row's). Bounds
+            not from `sample` on these rows are the caller's error and may go unnoticed on
+            accepted positions. Token-wise only: block verification reads every row and
+            leaves them unused.
 
     Returns:
         `Tuple[int, int]`: `(n_accepted, next_token)`; SymInts under `torch.compile`.
@@ -594,21 +624,24 @@ def accept_logits(
         TypeError: an argument or parameter of the wrong type or dtype.
         ValueError: a parameter out of range; a method other than "token" and "block"; a
             wrong shape; a tensor not on the CPU; a token outside `[0, V)`; in a row that is
-            read, NaN, +inf, no finite value, or a logit the temperature makes overflow. A
-            call that raises leaves the generator as it was.
+            read, NaN, +inf, no finite value, or a logit the temperature makes overflow;
+            `draft_bounds` without `draft_logits`, malformed, or not holding for a draft row
+            that is read. A call that raises leaves the generator as it was.
     """
     draft_tokens, (temperature, top_k, top_p, min_p) = _logits_args(
         "accept_logits", target_logits, draft_logits, draft_tokens, temperature, top_k, top_p, min_p, method)
     _check_generator("accept_logits", generator)
+    if draft_bounds is not None and not (type(draft_bounds) is _Tensor and draft_bounds.is_cpu):
+        _check_on_cpu("accept_logits", draft_bounds=draft_bounds)
     if not _is_compiling() and method == "token":  # eager: the builtin, see `_accept_op`
-        if generator is None:
+        if generator is None and draft_bounds is None:
             return _accept_logits_op(target_logits, draft_logits, draft_tokens, temperature, top_k, top_p, min_p)
-        if type(generator) is _Generator:
+        if generator is None or type(generator) is _Generator:
             with _no_subclass_torch_function():
                 return _accept_logits_op(target_logits, draft_logits, draft_tokens, temperature, top_k, top_p,
-                                         min_p, generator)
+                                         min_p, generator, "token", draft_bounds)
     return _accept_logits(target_logits, draft_logits, draft_tokens, temperature, top_k, top_p, min_p,
-                          generator, method)
+                          generator, method, draft_bounds)
 
 
 def accept_logits_with_uniforms(
@@ -622,6 +655,7 @@ def accept_logits_with_uniforms(
     top_p: float = 1.0,
     min_p: float = 0.0,
     method: str = "token",
+    draft_bounds: Optional[torch.Tensor] = None,
 ) -> Tuple[int, int]:
     """`accept_logits` with its K+1 uniforms given: a pure function.
 
@@ -634,6 +668,7 @@ def accept_logits_with_uniforms(
             `uniforms[i]` decides position i, `uniforms[K]` draws the emitted token
             (unused when `temperature` is 0, but still checked).{args}
         method (`str`, *optional*, defaults to `"token"`): as for `accept_logits`.
+        draft_bounds (`torch.Tensor`, *optional*): as for `accept_logits`.
 
     Returns:
         `Tuple[int, int]`: `(n_accepted, next_token)`; SymInts under `torch.compile`.
@@ -647,8 +682,10 @@ def accept_logits_with_uniforms(
         top_p, min_p, method)
     if not (type(uniforms) is _Tensor and uniforms.is_cpu):
         _check_on_cpu("accept_logits_with_uniforms", uniforms=uniforms)
+    if draft_bounds is not None and not (type(draft_bounds) is _Tensor and draft_bounds.is_cpu):
+        _check_on_cpu("accept_logits_with_uniforms", draft_bounds=draft_bounds)
     return _accept_logits_with_uniforms(target_logits, draft_logits, draft_tokens, uniforms, temperature,
-                                        top_k, top_p, min_p, method)
+                                        top_k, top_p, min_p, method, draft_bounds)
 
 
 # Trees (DESIGN.md, "Trees") ------------------------------------------------------------------
@@ -1074,16 +1111,23 @@ def _sample_with_uniforms_fake(logits, uniforms, temperature=1.0, top_k=0, top_p
     return logits.new_empty(logits.shape[:-1], dtype=torch.int64)
 
 
+@torch.library.register_fake(add_op_namespace_prefix("sample_with_bounds"))
+def _sample_with_bounds_fake(logits, uniforms=None, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0,
+                             generator=None):
+    return (logits.new_empty(logits.shape[:-1], dtype=torch.int64),
+            logits.new_empty((*logits.shape[:-1], 3), dtype=torch.float64))
+
+
 @torch.library.register_fake(add_op_namespace_prefix("accept_logits"))
 def _accept_logits_fake(target_logits, draft_logits, draft_tokens, temperature=1.0, top_k=0, top_p=1.0,
-                        min_p=0.0, generator=None, method="token"):
+                        min_p=0.0, generator=None, method="token", draft_bounds=None):
     ctx = torch.library.get_ctx()
     return ctx.new_dynamic_size(), ctx.new_dynamic_size()
 
 
 @torch.library.register_fake(add_op_namespace_prefix("accept_logits_with_uniforms"))
 def _accept_logits_with_uniforms_fake(target_logits, draft_logits, draft_tokens, uniforms, temperature=1.0,
-                                      top_k=0, top_p=1.0, min_p=0.0, method="token"):
+                                      top_k=0, top_p=1.0, min_p=0.0, method="token", draft_bounds=None):
     ctx = torch.library.get_ctx()
     return ctx.new_dynamic_size(), ctx.new_dynamic_size()
 

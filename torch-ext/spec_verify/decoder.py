@@ -48,8 +48,8 @@ from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 
-from ._api import (_flag, _index, _int_list, _kind, _sample, _token_tensor, _warp_params, accept, accept_logits,
-                   verify_greedy)
+from ._api import (_flag, _index, _int_list, _kind, _sample, _sample_with_bounds, _token_tensor, _warp_params, accept,
+                   accept_logits, verify_greedy)
 
 DraftStep = Callable[[List[int], int], Tuple[torch.Tensor, Optional[torch.Tensor]]]
 TargetStep = Callable[[List[int], torch.Tensor], torch.Tensor]
@@ -546,9 +546,15 @@ class SpeculativeDecoder:
         # at temperature 0 both are the greedy rule.
         method_kw = {} if method == "token" or greedy else {"method": method}
 
+        # The draft rows draft_step below built last, and their draft bounds (DESIGN.md,
+        # "Draft bounds"): the verifier passes those along for exactly those rows.
+        handed = {"rows": None, "bounds": None}
+
         def verifier(rows, draft_rows, tokens, gen):
+            bounds = handed["bounds"] if draft_rows is not None and draft_rows is handed["rows"] else None
+            handed["rows"] = handed["bounds"] = None
             return accept_logits(rows, draft_rows, tokens, temperature=temperature, top_k=top_k, top_p=top_p,
-                                 min_p=min_p, generator=gen, **method_kw)
+                                 min_p=min_p, generator=gen, draft_bounds=bounds, **method_kw)
 
         if draft_step is not None:
             # One-hot drafts (or drafts with their own logits) on the target's warped rows.
@@ -560,21 +566,28 @@ class SpeculativeDecoder:
             return dec
 
         def draft_step(prefix: List[int], k: int):
-            seq, start, rows = prefix, len(prefix), []  # prefix: the loop's own fresh copy
+            seq, start, rows, bounds = prefix, len(prefix), [], []  # prefix: the loop's own fresh copy
             for _ in range(k):
                 x = draft_logits_step(seq[:])
                 if not (type(x) is _Tensor and x.dtype is _float32 and x.dim() == 1 and x.is_cpu):
                     x = _from_array(x, "draft_logits_step returned")
                     _check_draft_logits(x)
                 try:
-                    t = int(_sample(x, temperature, top_k, top_p, min_p, generator))
+                    if greedy:
+                        t = int(_sample(x, temperature, top_k, top_p, min_p, generator))
+                    else:
+                        token, bound = _sample_with_bounds(x, None, temperature, top_k, top_p, min_p, generator)
+                        t = int(token)
+                        bounds.append(bound)
                 except (ValueError, TypeError) as e:
                     raise type(e)(f"SpeculativeDecoder: the sampling op rejected draft_logits_step's "
                                   f"logits after {len(seq)} tokens: {e}") from e
                 seq.append(t)
                 if not greedy:
                     rows.append(x)
-            return torch.tensor(seq[start:], dtype=_int64), (torch.stack(rows) if rows else None)
+            draft_rows = torch.stack(rows) if rows else None
+            handed["rows"], handed["bounds"] = draft_rows, (torch.stack(bounds) if bounds else None)
+            return torch.tensor(seq[start:], dtype=_int64), draft_rows
 
         # Greedy too goes through accept_logits (verify_greedy at temperature 0), so that a bad
         # row is reported as target_logits_step's.
