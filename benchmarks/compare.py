@@ -392,7 +392,8 @@ def pipeline_cases(sv, v: int, k: int, seed: int):
     The round: K calls of sample (one draft row each, as a draft model produces them) and
     one accept_logits; the draft's logits equal the target's first K rows (separate
     memory), so every draft token is accepted and the round reads all 2K+1 rows, like the
-    floor. The reference: transformers' warpers + softmax + torch.multinomial for each
+    floor. "with draft bounds": sample returns each row's bounds and accept_logits takes them
+    (DESIGN.md, "Draft bounds": the decoder's way), so accepted draft rows are warped once. The reference: transformers' warpers + softmax + torch.multinomial for each
     draft row, then warpers + softmax of the K+1 target rows and `accept` on them
     (torch_reference.hf_sampled_round). The floor: one torch.sum over the 2K+1 rows.
     """
@@ -402,11 +403,20 @@ def pipeline_cases(sv, v: int, k: int, seed: int):
     mem[k + 1:] = mem[:k]
     target, draft = mem[: k + 1], mem[k + 1:]
     cases = []
-    for label, temperature, top_p in (("round, T 0.8, top-p 0.9", 0.8, 0.9), ("round, T 0.8", 0.8, 1.0)):
+    for label, temperature, top_p, handed in (("round, T 0.8, top-p 0.9", 0.8, 0.9, False),
+                                              ("round with draft bounds, T 0.8, top-p 0.9", 0.8, 0.9, True),
+                                              ("round, T 0.8", 0.8, 1.0, False),
+                                              ("round with draft bounds, T 0.8", 0.8, 1.0, True)):
         warpers = torch_reference.hf_warpers(temperature, top_p)
         gen_op, gen_ref = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
 
-        def ours(t=temperature, p=top_p, gen=gen_op):
+        def ours(t=temperature, p=top_p, gen=gen_op, handed=handed):
+            if handed:
+                drawn = [sv.sample(draft[i], temperature=t, top_p=p, generator=gen, return_bounds=True)
+                         for i in range(k)]
+                tokens = [int(x) for x, _ in drawn]
+                return sv.accept_logits(target, draft, tokens, temperature=t, top_p=p, generator=gen,
+                                        draft_bounds=torch.stack([b for _, b in drawn]))
             tokens = [int(sv.sample(draft[i], temperature=t, top_p=p, generator=gen)) for i in range(k)]
             return sv.accept_logits(target, draft, tokens, temperature=t, top_p=p, generator=gen)
 
@@ -418,7 +428,7 @@ def pipeline_cases(sv, v: int, k: int, seed: int):
         cols = {"ours": Column("ours", ours, [()]), "ref": Column("ref", hf, [()]),
                 "floor": Column("floor", torch.sum, [(mem,)])}
         cases.append(Case("pipeline", v, k, label, 2 * k + 1, cols,
-                          {"temperature": temperature, "top_p": top_p}))
+                          {"temperature": temperature, "top_p": top_p, "draft_bounds": handed}))
     warpers = torch_reference.hf_warpers(0.8, 0.9)
     gen_op, gen_ref = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
     row = target[0]
