@@ -549,6 +549,9 @@ struct Batch {
   // params == nullptr and greedy[b] marks the greedy sequences (greedy == nullptr: none).
   const WarpParams* params;
   const bool* greedy;
+  // Logits in: the N draft rows' Note [Draft bounds] (sequence b's start at its first draft
+  // row), or none.
+  const DraftBound* bounds = nullptr;
 };
 
 // Sequence b's draft count, its first draft row (and token) and its first target row.

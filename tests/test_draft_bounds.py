@@ -178,3 +178,66 @@ def test_the_decoder_on_logits_hands_its_bounds_over(sv, monkeypatch):
                                             generator=torch.Generator().manual_seed(1))
     dec.generate([1, 2, 3], max_new=60)
     assert len(seen) >= 10 and all(seen)
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_verify_batch_with_bounds_is_verify_batch_without(sv, n_threads):
+    """A ragged batch (mixed K_b, greedy and sampled sequences, mixed warping) whose draft
+    tokens are drawn by `sample` with each sequence's parameters, bounds kept: verify_batch
+    with draft_bounds gives the outputs and generator state it gives without, for 40
+    batches."""
+    from test_batch import random_batch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n_threads)
+    try:
+        for seed in range(40):
+            bt = random_batch(seed, 1 + seed % 9, 300 if seed % 2 else 3000, with_draft=True, probs=False)
+            n = bt.tokens.shape[0]
+            bounds = torch.empty(n, 3, dtype=torch.float64)
+            tokens = bt.tokens.clone()
+            g = torch.Generator().manual_seed(seed)
+            for b, (d0, _) in enumerate(bt.starts()):
+                params = dict(temperature=float(bt.temperature[b]), top_k=int(bt.top_k[b]),
+                              top_p=float(bt.top_p[b]), min_p=float(bt.min_p[b]))
+                for i in range(d0, d0 + bt.ks[b]):
+                    t, bound = sv.sample(bt.draft[i], generator=g, return_bounds=True, **params)
+                    tokens[i], bounds[i] = t, bound
+            kw = dict(draft_logits=bt.draft, temperature=bt.temperature, top_k=bt.top_k, top_p=bt.top_p,
+                      min_p=bt.min_p)
+            g1, g2 = torch.Generator().manual_seed(100 + seed), torch.Generator().manual_seed(100 + seed)
+            want = sv.verify_batch(bt.target, tokens, bt.cu, generator=g1, **kw)
+            got = sv.verify_batch(bt.target, tokens, bt.cu, generator=g2, draft_bounds=bounds, **kw)
+            assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), seed
+            assert torch.equal(g1.get_state(), g2.get_state())
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_verify_batch_bounds_errors(sv):
+    target, draft, tokens, bounds, _ = rejected_round(sv, dict(temperature=0.8))
+    # Two sequences: K = 3 (the rejected round) then K = 0.
+    target2 = torch.cat([target, target[:1]])
+    cu = torch.tensor([3, 3])
+    bad = bounds.clone()
+    bad[0, 1:] *= 1.01
+    g = torch.Generator().manual_seed(0)
+    state = g.get_state()
+    with pytest.raises(ValueError, match=r"verify_batch: sequence 0: draft_bounds\[0\] does not hold for "
+                                         r"draft_logits\[0\]"):
+        sv.verify_batch(target2, tokens, cu, draft_logits=draft, temperature=0.8, generator=g, draft_bounds=bad)
+    assert torch.equal(g.get_state(), state)
+    with pytest.raises(ValueError, match=r"draft_bounds must have shape \[N, 3\] = \[3, 3\]"):
+        sv.verify_batch(target2, tokens, cu, draft_logits=draft, temperature=0.8, draft_bounds=bounds[:2])
+    with pytest.raises(ValueError, match="draft_bounds describe draft rows"):
+        sv.verify_batch(target2, tokens, cu, temperature=0.8, draft_bounds=bounds)
+    with pytest.raises(TypeError, match="draft_bounds must be a torch.Tensor"):
+        sv.verify_batch(target2, tokens, cu, draft_logits=draft, temperature=0.8, draft_bounds=[[1.0, 1.0, 1.0]])
+
+
+def test_opcheck_verify_batch_with_bounds(sv):
+    target, draft, tokens, bounds, _ = rejected_round(sv, dict(temperature=0.8))
+    target2, cu = torch.cat([target, target[:1]]), torch.tensor([3, 3])
+    temperature = torch.tensor([0.8, 0.8])
+    torch.library.opcheck(sv.ops.verify_batch, (target2, tokens, cu, draft, temperature, None, None, None, "token",
+                                                None, None, bounds))

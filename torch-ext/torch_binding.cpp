@@ -392,12 +392,13 @@ struct LogitsArgs {
 
 // draft_bounds as `sample(..., return_bounds=True)` returns them for K draft rows: float64
 // [K, 3] rows (weight, lo, hi) with weight a float32 value >= 0 and 0 < lo <= hi finite.
-std::vector<sv::DraftBound> checked_draft_bounds(const char* op, const at::Tensor& t, int64_t k) {
+std::vector<sv::DraftBound> checked_draft_bounds(const char* op, const at::Tensor& t, int64_t k,
+                                                 const char* rows = "K") {
   check_cpu(op, "draft_bounds", t);
   TORCH_CHECK_TYPE(t.scalar_type() == at::kDouble, "spec_verify.", op,
                    ": draft_bounds must have dtype torch.float64, got ", dtype_name(t.scalar_type()));
   TORCH_CHECK_VALUE(t.dim() == 2 && t.size(0) == k && t.size(1) == 3, "spec_verify.", op,
-                    ": draft_bounds must have shape [K, 3] = [", k, ", 3], got ", shape_of(t));
+                    ": draft_bounds must have shape [", rows, ", 3] = [", k, ", 3], got ", shape_of(t));
   const at::Tensor c = t.contiguous();
   const double* d = c.data_ptr<double>();
   std::vector<sv::DraftBound> out(k);
@@ -711,12 +712,14 @@ struct BatchArgs {
   std::vector<int64_t> tokens, cu;
   std::vector<sv::WarpParams> params;  // the logits form
   std::unique_ptr<bool[]> greedy;      // the probabilities form (null: no greedy sequence)
+  std::vector<sv::DraftBound> bounds;  // the logits form: N draft bounds, or none
   int64_t batch = 0, vocab = 0, width = 1;
   sv::Method method = sv::Method::kToken;
 
   sv::Batch view() const {
     return sv::Batch{rows_of(target), draft_rows(draft), tokens.data(), cu.data(), batch, vocab, method,
-                     params.empty() ? nullptr : params.data(), greedy.get()};
+                     params.empty() ? nullptr : params.data(), greedy.get(),
+                     bounds.empty() ? nullptr : bounds.data()};
   }
 };
 
@@ -961,11 +964,17 @@ std::tuple<at::Tensor, at::Tensor> verify_batch(
     const std::optional<at::Tensor>& draft_logits, const std::optional<at::Tensor>& temperature,
     const std::optional<at::Tensor>& top_k, const std::optional<at::Tensor>& top_p,
     const std::optional<at::Tensor>& min_p, c10::string_view method, const std::optional<at::Generator>& generator,
-    const std::optional<c10::List<std::optional<at::Generator>>>& generators) {
+    const std::optional<c10::List<std::optional<at::Generator>>>& generators,
+    const std::optional<at::Tensor>& draft_bounds) {
   const char* op = "verify_batch";
   BatchArgs a;
   check_batch_layout(op, kLogits, target_logits, draft_tokens, cu_num_draft_tokens, draft_logits, method, a);
   check_batch_params(op, temperature, top_k, top_p, min_p, a);
+  if (draft_bounds.has_value() && draft_bounds->defined()) {
+    TORCH_CHECK_VALUE(a.draft.defined(), "spec_verify.", op,
+                      ": draft_bounds describe draft rows: pass draft_logits too (one-hot drafts have none)");
+    a.bounds = checked_draft_bounds(op, *draft_bounds, static_cast<int64_t>(a.tokens.size()), "N");
+  }
   return batch_result(op, kLogits, a, generator, generators);
 }
 
@@ -1066,7 +1075,7 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def("verify_batch(Tensor target_logits, Tensor draft_tokens, Tensor cu_num_draft_tokens, "
           "Tensor? draft_logits=None, Tensor? temperature=None, Tensor? top_k=None, Tensor? top_p=None, "
           "Tensor? min_p=None, str method=\"token\", Generator? generator=None, "
-          "Generator?[]? generators=None) -> (Tensor, Tensor)");
+          "Generator?[]? generators=None, Tensor? draft_bounds=None) -> (Tensor, Tensor)");
   ops.impl("verify_batch", c10::kCPU, &verify_batch);
   ops.def("verify_batch_probs(Tensor target_probs, Tensor draft_tokens, Tensor cu_num_draft_tokens, "
           "Tensor? draft_probs=None, Tensor? greedy=None, str method=\"token\", Generator? generator=None, "

@@ -84,7 +84,8 @@ std::tuple<at::Tensor, at::Tensor> verify_batch(
     const std::optional<at::Tensor>& draft_logits, const std::optional<at::Tensor>& temperature,
     const std::optional<at::Tensor>& top_k, const std::optional<at::Tensor>& top_p,
     const std::optional<at::Tensor>& min_p, c10::string_view method, const std::optional<at::Generator>& generator,
-    const std::optional<c10::List<std::optional<at::Generator>>>& generators);
+    const std::optional<c10::List<std::optional<at::Generator>>>& generators,
+    const std::optional<at::Tensor>& draft_bounds);
 
 std::tuple<at::Tensor, at::Tensor> verify_batch_probs(
     const at::Tensor& target_probs, const at::Tensor& draft_tokens, const at::Tensor& cu_num_draft_tokens,
