@@ -111,6 +111,7 @@ struct ScalarOps {
   template <int s> static I srai(I a) { return a >> s; }
   template <int s> static I slli(I a) { return static_cast<I>(static_cast<uint32_t>(a) << s); }
   static F scale(F p, F, F t) { return scale_by_two_factors<ScalarOps>(p, t); }
+  static F trunc_bits(F t) { return std::bit_cast<F>(static_cast<I>(t)); }  // t in [0, 2^31)
 };
 
 // The weight of one logit: exp(x / temperature - z_max) (Note [Warping] in spec_verify.h).
@@ -128,21 +129,22 @@ struct WeightTail {
   float at(int64_t v, int) const { return w[v] = weight(x[v], t, m); }
 };
 
-// row_weight_sums for a path's Ops (kLanes = L floats per F; load, div, mul_add, hsum in a
-// tree of log2 L adds): Note [Bounded warping]'s block sums in 256 / 8L accumulators (at
-// least one) of at most 8 vectors each, added pairwise, the lanes summed, and the last
-// block's tail (under L values) summed apart and added: at most 16 adds lie between a value
-// and its block's sum (8 + log2(256 / 8L) + log2 L + 1 = 14, or 15 + 1 through the tail).
-template <class Ops, bool kStore>
-inline __attribute__((always_inline)) void approx_weight_sums(const float* x, int64_t n, float temperature,
-                                                              float z_max, float* w, double* block_sum) {
+// Blocked float32 sums of a per-value function of the logits, for a path's Ops (kLanes = L
+// floats per F; load, hsum in a tree of log2 L adds): Note [Bounded warping]'s block sums in
+// 256 / 8L accumulators (at least one) of at most 8 vectors each, added pairwise, the lanes
+// summed, and the last block's tail (under L values) summed apart and added: at most 16 adds
+// lie between a value and its block's sum (8 + log2(256 / 8L) + log2 L + 1 = 14, or 15 + 1
+// through the tail). value(F) -> F on L lanes, scalar(float) -> float on the tails; with
+// kStore each value is stored into w too.
+template <class Ops, bool kStore, class Value, class Scalar>
+inline __attribute__((always_inline)) void blocked_value_sums(const float* x, int64_t n, Value value, Scalar scalar,
+                                                              float* w, double* block_sum) {
   using F = typename Ops::F;
   constexpr int64_t L = Ops::kLanes;
   // Accumulators of at most 8 values per lane each (a block holds 256 / L vectors).
   constexpr int kAcc = 256 / (8 * L) > 1 ? static_cast<int>(256 / (8 * L)) : 1;
-  const F vt = Ops::splat(temperature), vm = Ops::splat(z_max);
-  const auto weight_at = [&](int64_t v) {
-    const F e = exp_approx<Ops>(Ops::sub(Ops::div(Ops::load(x + v), vt), vm));
+  const auto value_at = [&](int64_t v) {
+    const F e = value(Ops::load(x + v));
     if constexpr (kStore) Ops::store(w + v, e);
     return e;
   };
@@ -152,18 +154,46 @@ inline __attribute__((always_inline)) void approx_weight_sums(const float* x, in
     for (F& a : acc) a = Ops::splat(0.0f);
     int64_t v = begin;
     for (; v + kAcc * L <= end; v += kAcc * L)
-      for (int j = 0; j < kAcc; ++j) acc[j] = Ops::add(acc[j], weight_at(v + j * L));
-    for (int j = 0; v + L <= end; v += L, ++j) acc[j] = Ops::add(acc[j], weight_at(v));
+      for (int j = 0; j < kAcc; ++j) acc[j] = Ops::add(acc[j], value_at(v + j * L));
+    for (int j = 0; v + L <= end; v += L, ++j) acc[j] = Ops::add(acc[j], value_at(v));
     for (int half = kAcc / 2; half >= 1; half /= 2)
       for (int j = 0; j < half; ++j) acc[j] = Ops::add(acc[j], acc[j + half]);
     float tail = 0.0f;
     for (; v < end; ++v) {
-      const float e = exp_approx<ScalarOps>(x[v] / temperature - z_max);
+      const float e = scalar(x[v]);
       if constexpr (kStore) w[v] = e;
       tail += e;
     }
     block_sum[b] = Ops::hsum(acc[0]) + tail;
   }
+}
+
+// row_weight_sums for a path's Ops (load, div, mul_add): the approximate weights
+// exp_approx(x / temperature - z_max), summed by blocked_value_sums.
+template <class Ops, bool kStore>
+inline __attribute__((always_inline)) void approx_weight_sums(const float* x, int64_t n, float temperature,
+                                                              float z_max, float* w, double* block_sum) {
+  const typename Ops::F vt = Ops::splat(temperature), vm = Ops::splat(z_max);
+  blocked_value_sums<Ops, kStore>(
+      x, n, [&](typename Ops::F v) { return exp_approx<Ops>(Ops::sub(Ops::div(v, vt), vm)); },
+      [&](float v) { return exp_approx<ScalarOps>(v / temperature - z_max); }, w, block_sum);
+}
+
+// Note [Weight upper bounds]'s values: the float whose bits are the integer part of
+// max(0, x * c1 + c0) (Ops::mul_add, then Ops::trunc_bits: truncation to int32, read as a
+// float), block sums by blocked_value_sums.
+template <class Ops>
+inline __attribute__((always_inline)) typename Ops::F upper_weight(typename Ops::F x, typename Ops::F c1,
+                                                                   typename Ops::F c0) {
+  return Ops::trunc_bits(Ops::max(Ops::mul_add(x, c1, c0), Ops::splat(0.0f)));
+}
+template <class Ops>
+inline __attribute__((always_inline)) void upper_weight_sums(const float* x, int64_t n, float c1, float c0,
+                                                             double* block_sum) {
+  const typename Ops::F v1 = Ops::splat(c1), v0 = Ops::splat(c0);
+  blocked_value_sums<Ops, false>(
+      x, n, [&](typename Ops::F v) { return upper_weight<Ops>(v, v1, v0); },
+      [&](float v) { return upper_weight<ScalarOps>(v, c1, c0); }, nullptr, block_sum);
 }
 
 }  // namespace spec_verify

@@ -308,6 +308,7 @@ struct Avx512Ops {
   static SPEC_VERIFY_AVX512 float hsum(F a) { return _mm512_reduce_add_ps(a); }
   // vscalefps: p * 2^n with one rounding, as scale_by_two_factors gives it.
   static SPEC_VERIFY_AVX512 F scale(F p, F n, F) { return _mm512_scalef_ps(p, n); }
+  static SPEC_VERIFY_AVX512 F trunc_bits(F t) { return _mm512_castsi512_ps(_mm512_cvttps_epi32(t)); }
 };
 
 // The weights as a source of the mass driver: computed, stored and summed in one pass.
@@ -336,6 +337,11 @@ SPEC_VERIFY_AVX512_KERNEL void f32_row_weight_sums__avx512(const float* x, int64
                                                            float z_max, float* w, double* block_sum) {
   if (w == nullptr) approx_weight_sums<Avx512Ops, false>(x, n, temperature, z_max, w, block_sum);
   else approx_weight_sums<Avx512Ops, true>(x, n, temperature, z_max, w, block_sum);
+}
+
+SPEC_VERIFY_AVX512_KERNEL void f32_row_upper_weight_sums__avx512(const float* x, int64_t n, float c1, float c0,
+                                                                 double* block_sum) {
+  upper_weight_sums<Avx512Ops>(x, n, c1, c0, block_sum);
 }
 
 // r(v) = w(v) >= t ? w(v) : +0.0 (row 0, stored unless r is null) and the w(v) > t (row 1).
@@ -588,7 +594,8 @@ const KernelTable* avx512_kernels() {
                                  f32_gather_at_least__avx512, f32_residual_store__avx512, f32_row_sum_f32__avx512,
                                  f16_widen__avx512, bf16_widen__avx512, f32_row_block_sums__avx512,
                                  f32_residual_block_sums__avx512, f32_row_mass_pair_guess__avx512,
-                                 f32_row_weight_sums__avx512, f32_pair_block_sums__avx512};
+                                 f32_row_weight_sums__avx512, f32_pair_block_sums__avx512,
+                                 f32_row_upper_weight_sums__avx512};
   static const bool supported = __builtin_cpu_supports("avx512f");
   return supported ? &table : nullptr;
 }

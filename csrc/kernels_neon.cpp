@@ -314,6 +314,7 @@ struct NeonOps {
   template <int s> static I srai(I a) { return vshrq_n_s32(a, s); }
   template <int s> static I slli(I a) { return vshlq_n_s32(a, s); }
   static F scale(F p, F, F t) { return scale_by_two_factors<NeonOps>(p, t); }
+  static F trunc_bits(F t) { return vreinterpretq_f32_s32(vcvtq_s32_f32(t)); }
 };
 
 // The weights as a source of the mass driver: computed, stored and summed in one pass.
@@ -338,6 +339,10 @@ void f32_row_weight_sums__neon(const float* x, int64_t n, float temperature, flo
                                double* block_sum) {
   if (w == nullptr) approx_weight_sums<NeonOps, false>(x, n, temperature, z_max, w, block_sum);
   else approx_weight_sums<NeonOps, true>(x, n, temperature, z_max, w, block_sum);
+}
+
+void f32_row_upper_weight_sums__neon(const float* x, int64_t n, float c1, float c0, double* block_sum) {
+  upper_weight_sums<NeonOps>(x, n, c1, c0, block_sum);
 }
 
 // r(v) = w(v) >= t ? w(v) : +0.0 (row 0, stored unless r is null) and the w(v) > t (row 1).
@@ -444,7 +449,8 @@ const KernelTable* neon_kernels() {
                                  f32_gather_at_least__neon, f32_residual_store__neon, f32_row_sum_f32__neon,
                                  f16_widen__neon, bf16_widen__neon, f32_row_block_sums__neon,
                                  f32_residual_block_sums__neon, /*row_mass_pair_guess=*/nullptr,
-                                 f32_row_weight_sums__neon, f32_pair_block_sums__neon};
+                                 f32_row_weight_sums__neon, f32_pair_block_sums__neon,
+                                 f32_row_upper_weight_sums__neon};
   return &table;
 }
 

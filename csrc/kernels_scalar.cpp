@@ -86,6 +86,10 @@ void f32_row_weight_sums__scalar(const float* x, int64_t n, float temperature, f
   else approx_weight_sums<ScalarOps, true>(x, n, temperature, z_max, w, block_sum);
 }
 
+void f32_row_upper_weight_sums__scalar(const float* x, int64_t n, float c1, float c0, double* block_sum) {
+  upper_weight_sums<ScalarOps>(x, n, c1, c0, block_sum);
+}
+
 // Note [Canonical mass order] lane by lane over KeepTail's values.
 template <bool kStore>
 struct KeepValues : KeepTail<kStore> {
@@ -171,7 +175,8 @@ const KernelTable& scalar_kernels() {
                                  f32_gather_at_least__scalar, f32_residual_store__scalar, f32_row_sum_f32__scalar,
                                  f16_widen__scalar, bf16_widen__scalar, f32_row_block_sums__scalar,
                                  f32_residual_block_sums__scalar, /*row_mass_pair_guess=*/nullptr,
-                                 f32_row_weight_sums__scalar, f32_pair_block_sums__scalar};
+                                 f32_row_weight_sums__scalar, f32_pair_block_sums__scalar,
+                                 f32_row_upper_weight_sums__scalar};
   return table;
 }
 

@@ -711,6 +711,32 @@ bool bounded_weights_draw(const KernelTable& kt, const float* x, int64_t n, floa
   return false;
 }
 
+}  // namespace
+
+bool weight_mass_upper(const KernelTable& kt, const float* x, int64_t n, float temperature, double* upper,
+                       float* z_max) {
+  if (kt.row_upper_weight_sums == nullptr) return false;
+  int64_t top = 0;
+  if (!kt.row_argmax(x, n, &top) || std::isinf(x[top])) return false;  // NaN, +inf, all -inf
+  *z_max = x[top] / temperature;
+  const double zm = *z_max;
+  if (!(std::fabs(zm) <= 0x1p20)) return false;
+  const double log2e = 1.4426950408889634;
+  const float c1 = static_cast<float>(0x1p23 * log2e / static_cast<double>(temperature));
+  const float c0 = static_cast<float>(0x1p23 * (127.0 - zm * log2e));
+  if (!std::isfinite(c1) || !std::isfinite(c0)) return false;
+  thread_local std::vector<double> sums;
+  if (sums.size() < static_cast<size_t>(num_blocks(n))) sums.resize(num_blocks(n));
+  kt.row_upper_weight_sums(x, n, c1, c0, sums.data());
+  const double total = sum_in_fours(sums.data(), num_blocks(n));  // (within nb 2^-53: inside 2^-40)
+  const double e = 0x1p-15 + (std::fabs(zm) + 104.0) * 0x1p-21;
+  const double dn = static_cast<double>(n);
+  *upper = (total * (1.0 + 0x1p-19) * (1.0 + e) + dn * 0x1p-126) * (1.0 + dn * 0x1p-53) * (1.0 + 0x1p-40);
+  return std::isfinite(*upper);
+}
+
+namespace {
+
 // The rows of a round on logits: warped as they are read (Note [Warping]).
 struct LogitRows {
   const KernelTable& kt;
@@ -742,6 +768,13 @@ struct LogitRows {
     const DraftBound& d = handoff[i];
     const double uq = u * static_cast<double>(d.weight);
     if (bounded(i, false)) {
+      // Note [Weight upper bounds] first: about a read, where the bounds' pass costs several.
+      const float* xp = static_cast<const float*>(target.row(i).data);
+      double p_hi = 0.0;
+      float z_max = 0.0f;
+      if (weight_mass_upper(kt, xp, vocab, params.temperature, &p_hi, &z_max) &&
+          uq * p_hi < static_cast<double>(weight(xp[t], params.temperature, z_max)) * d.lo)
+        return BoundedStep::kAccepted;
       WeightBounds& p = weight_bounds(0);
       if (!bound_weights(kt, static_cast<const float*>(target.row(i).data), vocab, params.temperature, &p))
         return BoundedStep::kNone;
@@ -780,6 +813,13 @@ struct LogitRows {
     const float* xp = static_cast<const float*>(target.row(i).data);
     // (handed_off may have bounded the row just now; bounds from an earlier call are never
     // reused: the buffer may hold new logits)
+    if (one_hot && target_bounded != i) {  // Note [Weight upper bounds] first
+      double p_hi = 0.0;
+      float z_max = 0.0f;
+      if (weight_mass_upper(kt, xp, vocab, params.temperature, &p_hi, &z_max) &&
+          u * p_hi < static_cast<double>(weight(xp[t], params.temperature, z_max)))
+        return true;
+    }
     if (target_bounded != i && !bound_weights(kt, xp, vocab, params.temperature, &p)) return false;
     const double pt = p.weight_at(t);
     if (one_hot) return u * p.hi < pt;  // u * P < p(t) for every P in [lo, hi]

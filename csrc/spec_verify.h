@@ -136,6 +136,25 @@ constexpr double kGuessSumBound = 0x1p-20;
 // rejection needs anyway. So every result keeps its bits, and the exp pass costs about a
 // third of the exact one wherever nothing is close.
 constexpr double kApproxWeightBound = 0x1p-20;
+
+// Note [Weight upper bounds]
+// An accepted position at temperature only needs an upper bound on the target's mass P alone
+// (u q(t) P < p(t) Q holds for every P below the bound), and the acceptances a round makes
+// are mostly clear of their boundaries. row_upper_weight_sums bounds P in about the time of
+// a read (4 vector operations for a vector of values, against about 17 for exp_approx): per
+// value the float whose bits are trunc(max(0, x c1 + c0)) with c1 = 2^23 log2(e) / T and
+// c0 = 127 2^23 - z_max 2^23 log2(e) (Schraudolph's exp: the integer part of the exponent in
+// the exponent field, its fraction f as the mantissa, so the float is 2^k (1 + f) >=
+// 2^(k + f), within 6.2% above). Against the exact w = exp_nonpositive(x / T - z_max):
+// w <= s (1 + e) + 2^-126, with e = 2^-15 + (|z_max| + 104) 2^-21 covering exp_nonpositive's
+// 2 ulp, the roundings of x / T - z_max, of c1 and c0 and of x c1 + c0 (one or two: the
+// paths' mul_add), and the truncation; 2^-126 covers the subnormal floats below exponent 1,
+// where the mantissa no longer reads as 1 + f. Block sums in float32 (blocked_value_sums)
+// are within 2^-20 (1 + 2^-19) of their exact sums, so
+// P <= (S (1 + 2^-19)(1 + e) + n 2^-126)(1 + n 2^-53)(1 + 2^-40) for S the sum of the block
+// sums (n 2^-53: the canonical float64 sum; 2^-40: this expression's roundings). The bound is
+// up to 6% above P (about 4% on average), so a position whose u is that close below the
+// acceptance boundary goes on to Note [Bounded warping] as before.
 constexpr double kWeightSumBound = 0x1.2p-19;  // >= (1 + 2^-20)(1 + gamma_16 = 2^-20 (1 + 2^-19)) - 1
 constexpr double kWeightSumFloor = 0x1p-138;   // >= 256 values * 2^-148 * (1 + 2^-19)
 
@@ -254,6 +273,10 @@ struct KernelTable {
   // if it cannot vouch for both rows, as row_block_sums.
   bool (*pair_block_sums)(const float* p, const float* q, int64_t n, double* p_sum, double* q_sum,
                           double* guess_sum);
+  // Optional: Note [Weight upper bounds]'s block sums of upper_weight(x(v), c1, c0) (exp_f32.h)
+  // into block_sum[num_blocks(n)], each within 2^-20 (1 + 2^-19) of the exact sum of its
+  // float values.
+  void (*row_upper_weight_sums)(const float* x, int64_t n, float c1, float c0, double* block_sum);
 };
 
 // ---- instruction sets and their selection (dispatch.cpp) --------------------------------
@@ -364,6 +387,13 @@ enum class Method : int { kToken = 0, kBlock = 1 };
 Outcome accept_round(const KernelTable& kt, Rows target, Rows draft, const int64_t* tokens,
                      const double* uniforms, int64_t k, int64_t vocab,
                      Method method = Method::kToken);
+
+// Note [Weight upper bounds]: an upper bound on the canonical mass of row x's weights
+// exp_nonpositive(x / temperature - z_max) (n logits, temperature > 0), and z_max = max x /
+// temperature; false (nothing bounded) if the path has no row_upper_weight_sums, the row is
+// malformed (NaN, +inf, no finite value), or |z_max| > 2^20.
+bool weight_mass_upper(const KernelTable& kt, const float* x, int64_t n, float temperature, double* upper,
+                       float* z_max);
 
 // How many draws on this thread Note [Bounded sampling] tried and left to the canonical
 // masses (not certain): a test hook (the results are the same either way).

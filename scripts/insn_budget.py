@@ -17,6 +17,7 @@ attributes to kernels_neon.o or kernels_scalar.o), per element of the rows read:
     pair sums       2 (p, q)    <= 3.00       >= 2x fewer   (Note [Bounded rejection])
     row weights     1 (logits)  <= 11.25      >= 4x fewer
     weight sums     1 (logits)  <= 9.60       >= 4x fewer   (Note [Bounded warping])
+    upper weights   1 (logits)  <= 1.90       >= 3x fewer   (Note [Weight upper bounds])
     keep at least   1 (weights) <= 5.00       >= 3x fewer
     gather at least 1 (weights) <= 2.85       >= 3x fewer   (7% of the values taken)
     widen f16       1 (halves)  <= 1.00       >= 2x fewer
@@ -32,7 +33,10 @@ budget 11.5 -> 11.25). The approximate weight sums of Note [Bounded warping] (9.
 less on NEON than on x86-64 (where they take 14 instead of ~38 vector operations per 16
 values): the exact pass's float64 mass costs NEON little, and each of the degree-6
 polynomial's fmla needs its constant copied into the accumulating register first (six
-movs per 4 lanes); keep_at_least masks each value twice and widens both masked rows into
+movs per 4 lanes). The upper weight sums of Note [Weight upper bounds] (1.81) are one
+fused multiply-add, a max, a truncating conversion and an add per 4 lanes with the loads and
+the loop, five times fewer than the approximate weights they stand in for where a round only
+needs to see that a position accepts; keep_at_least masks each value twice and widens both masked rows into
 float64 lanes. gather_at_least (2.70; it gathers indices since top-p sums its candidates
 sparsely, and was 2.9 gathering values four at a time under a budget of 3.20) tests eight
 values at a time and takes apart lane by lane every group of four that holds a value >= t,
@@ -76,7 +80,8 @@ BUDGETS = {"argmax": (0.80, 4.0), "mass": (1.75, 2.0), "residual": (2.50, 2.0),
            "residual_store": (2.95, 2.0), "sum_f32": (0.85, 4.0),
            "block_sums": (0.95, 4.0), "residual_block_sums": (2.00, 2.0),
            "pair_block_sums": (3.00, 2.0),
-           "weights": (11.25, 4.0), "weight_sums": (9.60, 4.0), "keep": (5.00, 3.0),
+           "weights": (11.25, 4.0), "weight_sums": (9.60, 4.0), "upper_weight_sums": (1.90, 3.0),
+           "keep": (5.00, 3.0),
            "gather": (2.85, 3.0),
            "widen_f16": (1.00, 2.0), "widen_bf16": (1.00, 2.0), "argmax_bf16": (1.60, 2.0),
            "mass_f16": (2.60, 2.0)}

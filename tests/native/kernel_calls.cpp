@@ -1,7 +1,7 @@
 // Calls one kernel of one path on rows of V elements, a given number of times, so that
 // the instructions executed inside the kernel files can be counted under qemu
 // (scripts/insn_budget.py). Usage: kernel_calls KERNEL PATH V REPS, KERNEL one of argmax, mass,
-// residual, residual_store, sum_f32, block_sums, residual_block_sums, pair_block_sums, weights, weight_sums, keep, gather, and for half rows (Note [Half rows]) widen_f16, widen_bf16,
+// residual, residual_store, sum_f32, block_sums, residual_block_sums, pair_block_sums, weights, weight_sums, upper_weight_sums, keep, gather, and for half rows (Note [Half rows]) widen_f16, widen_bf16,
 // argmax_bf16 and mass_f16 (a half row through typed_argmax / typed_mass).
 #include <cmath>
 #include <cstdint>
@@ -83,6 +83,11 @@ int main(int argc, char** argv) {
       sink += m;
     } else if (kernel == "weight_sums") {
       kt.row_weight_sums(x.data(), n, 0.8f, x_max / 0.8f, nullptr, blocks.data());
+      sink += blocks[0];
+    } else if (kernel == "upper_weight_sums") {  // Note [Weight upper bounds]: c1, c0 of T 0.8
+      const float c1 = static_cast<float>(0x1p23 * 1.4426950408889634 / 0.8);
+      const float c0 = static_cast<float>(0x1p23 * (127.0 - (x_max / 0.8f) * 1.4426950408889634));
+      kt.row_upper_weight_sums(x.data(), n, c1, c0, blocks.data());
       sink += blocks[0];
     } else if (kernel == "gather") {
       sink += static_cast<double>(kt.gather_at_least(w.data(), n, 0.5f, index.data()));

@@ -1704,6 +1704,98 @@ void bounded_warping_kernels(Rng& rng, const std::vector<const sv::KernelTable*>
   }
 }
 
+// Note [Weight upper bounds]: weight_mass_upper bounds the canonical mass of the exact
+// weights from above on every path, for rows of every kind (-inf entries, ties, subnormal
+// weights, one value holding all the mass), logits scaled up to 2^12, temperatures from 0.05
+// to 3; and it is no looser than Schraudolph's 6.2% plus its margins (the kernel computes
+// what the note says). Also the value itself: upper_weight's float is at least the exact
+// weight (to 2^-126) on a dense grid of arguments.
+void upper_weight_bound_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts) {
+  bool ok = true;
+  double worst = 0.0;
+  for (const float temperature : {1.0f, 0.7f, 0.05f}) {
+    for (int i = 0; i <= 400000; ++i) {
+      const float z_max = i % 3 == 0 ? 0.0f : (i % 3 == 1 ? 17.25f : -3000.5f);
+      const float x = (z_max - static_cast<float>(110.0 * i / 400000.0)) * temperature;
+      const double log2e = 1.4426950408889634;
+      const float c1 = static_cast<float>(0x1p23 * log2e / temperature);
+      const float c0 = static_cast<float>(0x1p23 * (127.0 - z_max * log2e));
+      const float s = sv::upper_weight<sv::ScalarOps>(x, c1, c0);
+      const float w = sv::weight(x, temperature, z_max);
+      const double e = 0x1p-15 + (std::fabs(z_max) + 104.0) * 0x1p-21;
+      ok &= w <= s * (1.0 + e) + 0x1p-126;
+      if (w >= 0x1p-120f) worst = std::max(worst, static_cast<double>(s) / w);
+    }
+  }
+  check(ok && worst <= 1.0625, "upper_weight >= the exact weight (worst ratio " + std::to_string(worst) + ")");
+  int64_t decided = 0;
+  for (int r = 0; r < 240; ++r) {
+    const int64_t n = 1 + rng.below(r < 200 ? 3000 : 140000);
+    std::vector<float> x = make_logits(rng, n, static_cast<int>(rng.below(5)));
+    x[rng.below(n)] = 1.0f;
+    const float scales[] = {1.0f, 1.0f, 30.0f, 4096.0f};
+    const float scale = scales[rng.below(4)];
+    for (float& v : x) v *= scale;
+    const float temps[] = {1.0f, 0.7f, 1.3f, 0.05f, 3.0f};
+    const float temperature = temps[rng.below(5)];
+    int64_t top = 0;
+    sv::scalar_kernels().row_argmax(x.data(), n, &top);
+    const float z_max = x[top] / temperature;
+    if (std::isinf(z_max)) continue;
+    std::vector<float> w(n);
+    std::vector<double> blocks(sv::num_blocks(n));
+    double mass = 0.0;
+    sv::scalar_kernels().row_weights(x.data(), n, temperature, z_max, w.data(), blocks.data(), &mass);
+    for (const sv::KernelTable* kt : kts) {
+      double upper = 0.0;
+      float zm = 0.0f;
+      if (!sv::weight_mass_upper(*kt, x.data(), n, temperature, &upper, &zm)) {
+        check(kt->row_upper_weight_sums == nullptr || !(std::fabs(z_max) <= 0x1p20),
+              std::string(kt->name) + " weight_mass_upper bounds a good row, n=" + std::to_string(n));
+        continue;
+      }
+      ++decided;
+      const double e = 0x1p-15 + (std::fabs(z_max) + 104.0) * 0x1p-21;
+      const double loose = (mass * 1.0625 * (1.0 + e) + static_cast<double>(n) * 0x1p-125) * (1.0 + 0x1p-18);
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "%s weight_mass_upper: P %.17g <= bound %.17g <= %.17g, n=%lld T=%g scale=%g",
+                    kt->name, mass, upper, loose, (long long)n, temperature, scale);
+      check(zm == z_max && mass <= upper && upper <= loose, buf);
+    }
+  }
+  check(decided > 500, "weight_mass_upper bounded rows (" + std::to_string(decided) + ")");
+  // Where Schraudolph's float is exact (exponent fractions near 0 or 1: weights at powers of
+  // two) the margin e alone must cover the roundings, which grow with |z_max|: rows of
+  // logits at z_max - k ln 2 (+- a few ulps), k = 0..120.
+  for (const float temperature : {1.0f, 0.7f, 0.05f}) {
+    for (const float z_max : {0.0f, 17.25f, -3000.5f, 20000.0f, -250000.0f}) {
+      std::vector<float> x;
+      for (int k = 0; k <= 120; ++k) {
+        float v = static_cast<float>((z_max - k * 0.6931471805599453) * temperature);
+        for (int j = 0; j < 7; ++j, v = std::nextafter(v, j < 4 ? 1e30f : -1e30f)) x.push_back(v);
+      }
+      x.push_back(z_max * temperature);
+      const int64_t n = static_cast<int64_t>(x.size());
+      int64_t top = 0;
+      sv::scalar_kernels().row_argmax(x.data(), n, &top);
+      const float zm = x[top] / temperature;
+      std::vector<float> w(n);
+      std::vector<double> blocks(sv::num_blocks(n));
+      double mass = 0.0;
+      sv::scalar_kernels().row_weights(x.data(), n, temperature, zm, w.data(), blocks.data(), &mass);
+      for (const sv::KernelTable* kt : kts) {
+        double upper = 0.0;
+        float z = 0.0f;
+        const bool got = sv::weight_mass_upper(*kt, x.data(), n, temperature, &upper, &z);
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "%s weight_mass_upper at powers of two: P %.17g <= %.17g, T=%g z_max=%g",
+                      kt->name, mass, upper, temperature, zm);
+        check(kt->row_upper_weight_sums == nullptr || (got && mass <= upper), buf);
+      }
+    }
+  }
+}
+
 // `rows` rows of n logits of one kind (make_logits), one after another, each with a finite
 // value (1.0) at a random place.
 std::vector<float> logit_rows(Rng& rng, int64_t rows, int64_t n, int kind) {
@@ -2693,6 +2785,7 @@ int main(int argc, char** argv) {
   bounded_block_tests(rng, kts, quick ? 100 : 1000, 3000);
   bounded_block_tests(rng, kts, quick ? 4 : 20, 160000);
   bounded_warping_kernels(rng, kts);
+  upper_weight_bound_tests(rng, kts);
   bounded_warping_rounds(rng, kts, quick ? 200 : 1500, 3000);
   bounded_warping_rounds(rng, kts, quick ? 6 : 30, 160000);
   draft_bound_tests(rng, kts, quick ? 150 : 1200, 3000);
