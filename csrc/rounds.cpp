@@ -714,7 +714,7 @@ bool bounded_weights_draw(const KernelTable& kt, const float* x, int64_t n, floa
 }  // namespace
 
 bool weight_mass_upper(const KernelTable& kt, const float* x, int64_t n, float temperature, double* upper,
-                       float* z_max) {
+                       float* z_max, double* lower) {
   if (kt.row_upper_weight_sums == nullptr) return false;
   int64_t top = 0;
   if (!kt.row_argmax(x, n, &top) || std::isinf(x[top])) return false;  // NaN, +inf, all -inf
@@ -732,6 +732,10 @@ bool weight_mass_upper(const KernelTable& kt, const float* x, int64_t n, float t
   const double e = 0x1p-15 + (std::fabs(zm) + 104.0) * 0x1p-21;
   const double dn = static_cast<double>(n);
   *upper = (total * (1.0 + 0x1p-19) * (1.0 + e) + dn * 0x1p-126) * (1.0 + dn * 0x1p-53) * (1.0 + 0x1p-40);
+  if (lower != nullptr) {
+    const double l = (total * (1.0 - 0x1p-19) / 1.0615 * (1.0 - e) - dn * 0x1p-126) * (1.0 - dn * 0x1p-53);
+    *lower = std::max(0.0, l * (1.0 - 0x1p-40));
+  }
   return std::isfinite(*upper);
 }
 
@@ -813,12 +817,18 @@ struct LogitRows {
     const float* xp = static_cast<const float*>(target.row(i).data);
     // (handed_off may have bounded the row just now; bounds from an earlier call are never
     // reused: the buffer may hold new logits)
-    if (one_hot && target_bounded != i) {  // Note [Weight upper bounds] first
-      double p_hi = 0.0;
-      float z_max = 0.0f;
-      if (weight_mass_upper(kt, xp, vocab, params.temperature, &p_hi, &z_max) &&
-          u * p_hi < static_cast<double>(weight(xp[t], params.temperature, z_max)))
-        return true;
+    if (target_bounded != i) {  // Note [Weight upper bounds] first
+      double p_hi = 0.0, q_lo = 0.0;
+      float z_max = 0.0f, zq = 0.0f;
+      if (weight_mass_upper(kt, xp, vocab, params.temperature, &p_hi, &z_max)) {
+        const double pt = weight(xp[t], params.temperature, z_max);
+        if (one_hot && u * p_hi < pt) return true;
+        const float* xq = static_cast<const float*>(draft.row(i).data);
+        double q_hi = 0.0;
+        if (!one_hot && weight_mass_upper(kt, xq, vocab, params.temperature, &q_hi, &zq, &q_lo) &&
+            u * static_cast<double>(weight(xq[t], params.temperature, zq)) * p_hi < pt * q_lo)
+          return true;
+      }
     }
     if (target_bounded != i && !bound_weights(kt, xp, vocab, params.temperature, &p)) return false;
     const double pt = p.weight_at(t);

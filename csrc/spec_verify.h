@@ -154,7 +154,10 @@ constexpr double kApproxWeightBound = 0x1p-20;
 // P <= (S (1 + 2^-19)(1 + e) + n 2^-126)(1 + n 2^-53)(1 + 2^-40) for S the sum of the block
 // sums (n 2^-53: the canonical float64 sum; 2^-40: this expression's roundings). The bound is
 // up to 6% above P (about 4% on average), so a position whose u is that close below the
-// acceptance boundary goes on to Note [Bounded warping] as before.
+// acceptance boundary goes on to Note [Bounded warping] as before. The same floats bound P
+// from below, less tightly: w >= s (1 - e) / 1.0615 - 2^-126 (the float is at most 1.06146
+// times 2^(k + f)), so P >= (S (1 - 2^-19)(1 - e) / 1.0615 - n 2^-126)(1 - n 2^-53)(1 - 2^-40):
+// enough for the draft's Q in u q(t) P < p(t) Q where no draft bounds were handed over.
 constexpr double kWeightSumBound = 0x1.2p-19;  // >= (1 + 2^-20)(1 + gamma_16 = 2^-20 (1 + 2^-19)) - 1
 constexpr double kWeightSumFloor = 0x1p-138;   // >= 256 values * 2^-148 * (1 + 2^-19)
 
@@ -393,7 +396,7 @@ Outcome accept_round(const KernelTable& kt, Rows target, Rows draft, const int64
 // temperature; false (nothing bounded) if the path has no row_upper_weight_sums, the row is
 // malformed (NaN, +inf, no finite value), or |z_max| > 2^20.
 bool weight_mass_upper(const KernelTable& kt, const float* x, int64_t n, float temperature, double* upper,
-                       float* z_max);
+                       float* z_max, double* lower = nullptr);
 
 // How many draws on this thread Note [Bounded sampling] tried and left to the canonical
 // masses (not certain): a test hook (the results are the same either way).

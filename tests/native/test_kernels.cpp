@@ -1747,9 +1747,9 @@ void upper_weight_bound_tests(Rng& rng, const std::vector<const sv::KernelTable*
     double mass = 0.0;
     sv::scalar_kernels().row_weights(x.data(), n, temperature, z_max, w.data(), blocks.data(), &mass);
     for (const sv::KernelTable* kt : kts) {
-      double upper = 0.0;
+      double upper = 0.0, lower = -1.0;
       float zm = 0.0f;
-      if (!sv::weight_mass_upper(*kt, x.data(), n, temperature, &upper, &zm)) {
+      if (!sv::weight_mass_upper(*kt, x.data(), n, temperature, &upper, &zm, &lower)) {
         check(kt->row_upper_weight_sums == nullptr || !(std::fabs(z_max) <= 0x1p20),
               std::string(kt->name) + " weight_mass_upper bounds a good row, n=" + std::to_string(n));
         continue;
@@ -1760,19 +1760,24 @@ void upper_weight_bound_tests(Rng& rng, const std::vector<const sv::KernelTable*
       char buf[160];
       std::snprintf(buf, sizeof buf, "%s weight_mass_upper: P %.17g <= bound %.17g <= %.17g, n=%lld T=%g scale=%g",
                     kt->name, mass, upper, loose, (long long)n, temperature, scale);
-      check(zm == z_max && mass <= upper && upper <= loose, buf);
+      check(zm == z_max && mass <= upper && upper <= loose && lower <= mass && lower >= 0.0 &&
+                lower * 1.0625 * (1.0 + 0x1p-18) >= mass * (1.0 - e) * (1.0 - e) - static_cast<double>(n) * 0x1p-125,
+            buf);
     }
   }
   check(decided > 500, "weight_mass_upper bounded rows (" + std::to_string(decided) + ")");
   // Where Schraudolph's float is exact (exponent fractions near 0 or 1: weights at powers of
-  // two) the margin e alone must cover the roundings, which grow with |z_max|: rows of
-  // logits at z_max - k ln 2 (+- a few ulps), k = 0..120.
+  // two) the upper bound's margin e alone must cover the roundings, which grow with |z_max|,
+  // and where it is furthest above (fraction 0.4427) the lower bound's: rows of logits at
+  // z_max - (k + d) ln 2 (+- a few ulps), k = 0..120, d = 0 or 0.5573.
   for (const float temperature : {1.0f, 0.7f, 0.05f}) {
-    for (const float z_max : {0.0f, 17.25f, -3000.5f, 20000.0f, -250000.0f}) {
+    for (const float z_max : {0.0f, 17.25f, -3000.5f, 20000.0f, -250000.0f})
+    for (const double d : {0.0, 0.5573}) {
       std::vector<float> x;
-      for (int k = 0; k <= 120; ++k) {
-        float v = static_cast<float>((z_max - k * 0.6931471805599453) * temperature);
-        for (int j = 0; j < 7; ++j, v = std::nextafter(v, j < 4 ? 1e30f : -1e30f)) x.push_back(v);
+      for (int k = 0; k <= 120; ++k) {  // (the heaviest many times over, so the max's own weight 1 counts little)
+        float v = static_cast<float>((z_max - (k + d) * 0.6931471805599453) * temperature);
+        for (int j = 0; j < 7; ++j, v = std::nextafter(v, j < 4 ? 1e30f : -1e30f))
+          for (int copies = k < 3 ? 100 : 1; copies > 0; --copies) x.push_back(v);
       }
       x.push_back(z_max * temperature);
       const int64_t n = static_cast<int64_t>(x.size());
@@ -1784,13 +1789,13 @@ void upper_weight_bound_tests(Rng& rng, const std::vector<const sv::KernelTable*
       double mass = 0.0;
       sv::scalar_kernels().row_weights(x.data(), n, temperature, zm, w.data(), blocks.data(), &mass);
       for (const sv::KernelTable* kt : kts) {
-        double upper = 0.0;
+        double upper = 0.0, lower = -1.0;
         float z = 0.0f;
-        const bool got = sv::weight_mass_upper(*kt, x.data(), n, temperature, &upper, &z);
-        char buf[160];
-        std::snprintf(buf, sizeof buf, "%s weight_mass_upper at powers of two: P %.17g <= %.17g, T=%g z_max=%g",
-                      kt->name, mass, upper, temperature, zm);
-        check(kt->row_upper_weight_sums == nullptr || (got && mass <= upper), buf);
+        const bool got = sv::weight_mass_upper(*kt, x.data(), n, temperature, &upper, &z, &lower);
+        char buf[200];
+        std::snprintf(buf, sizeof buf, "%s weight_mass_upper at powers of two (d %g): %.17g <= P %.17g <= %.17g, T=%g "
+                      "z_max=%g", kt->name, d, lower, mass, upper, temperature, zm);
+        check(kt->row_upper_weight_sums == nullptr || (got && lower <= mass && mass <= upper), buf);
       }
     }
   }
