@@ -670,12 +670,18 @@ struct WeightBounds {
 // has no row_weight_sums or the row is malformed (the exact warp then reports it). The
 // approximate weights are kept in wb->w (storing them costs the pass a few percent; a
 // rejection then sums its residual from them without a second pass).
-bool bound_weights(const KernelTable& kt, const float* x, int64_t n, float temperature, WeightBounds* wb) {
+// known_z_max: max x / temperature of this row as weight_mass_upper found it in this call
+// (the row then known to be well formed), to save the argmax pass; NaN: not known.
+bool bound_weights(const KernelTable& kt, const float* x, int64_t n, float temperature, WeightBounds* wb,
+                   float known_z_max = std::numeric_limits<float>::quiet_NaN()) {
   wb->x = nullptr;  // until these bounds are whole: a failed call leaves none to reuse
   if (kt.row_weight_sums == nullptr) return false;
-  int64_t top = 0;
-  if (!kt.row_argmax(x, n, &top) || std::isinf(x[top])) return false;  // NaN, +inf, all -inf
-  const float z_max = x[top] / temperature;
+  float z_max = known_z_max;
+  if (std::isnan(z_max)) {
+    int64_t top = 0;
+    if (!kt.row_argmax(x, n, &top) || std::isinf(x[top])) return false;  // NaN, +inf, all -inf
+    z_max = x[top] / temperature;
+  }
   if (std::isinf(z_max)) return false;
   const int64_t nb = num_blocks(n);
   if (wb->sums.size() < static_cast<size_t>(nb)) {
@@ -775,13 +781,15 @@ struct LogitRows {
       // Note [Weight upper bounds] first: about a read, where the bounds' pass costs several.
       const float* xp = static_cast<const float*>(target.row(i).data);
       double p_hi = 0.0;
-      float z_max = 0.0f;
-      if (weight_mass_upper(kt, xp, vocab, params.temperature, &p_hi, &z_max) &&
-          uq * p_hi < static_cast<double>(weight(xp[t], params.temperature, z_max)) * d.lo)
-        return BoundedStep::kAccepted;
+      float z_max = std::numeric_limits<float>::quiet_NaN();
+      if (weight_mass_upper(kt, xp, vocab, params.temperature, &p_hi, &z_max)) {
+        if (uq * p_hi < static_cast<double>(weight(xp[t], params.temperature, z_max)) * d.lo)
+          return BoundedStep::kAccepted;
+      } else {
+        z_max = std::numeric_limits<float>::quiet_NaN();
+      }
       WeightBounds& p = weight_bounds(0);
-      if (!bound_weights(kt, static_cast<const float*>(target.row(i).data), vocab, params.temperature, &p))
-        return BoundedStep::kNone;
+      if (!bound_weights(kt, xp, vocab, params.temperature, &p, z_max)) return BoundedStep::kNone;
       target_bounded = i;
       return uq * p.hi < static_cast<double>(p.weight_at(t)) * d.lo ? BoundedStep::kAccepted : BoundedStep::kNone;
     }
@@ -817,24 +825,28 @@ struct LogitRows {
     const float* xp = static_cast<const float*>(target.row(i).data);
     // (handed_off may have bounded the row just now; bounds from an earlier call are never
     // reused: the buffer may hold new logits)
-    if (target_bounded != i) {  // Note [Weight upper bounds] first
-      double p_hi = 0.0, q_lo = 0.0;
-      float z_max = 0.0f, zq = 0.0f;
-      if (weight_mass_upper(kt, xp, vocab, params.temperature, &p_hi, &z_max)) {
-        const double pt = weight(xp[t], params.temperature, z_max);
+    // Note [Weight upper bounds] first; their max z then spares the bounds' argmax passes.
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    float zp = nan, zq = nan;
+    const float* xq = one_hot ? nullptr : static_cast<const float*>(draft.row(i).data);
+    if (target_bounded != i) {
+      double p_hi = 0.0, q_lo = 0.0, q_hi = 0.0;
+      if (!weight_mass_upper(kt, xp, vocab, params.temperature, &p_hi, &zp)) {
+        zp = nan;
+      } else {
+        const double pt = weight(xp[t], params.temperature, zp);
         if (one_hot && u * p_hi < pt) return true;
-        const float* xq = static_cast<const float*>(draft.row(i).data);
-        double q_hi = 0.0;
-        if (!one_hot && weight_mass_upper(kt, xq, vocab, params.temperature, &q_hi, &zq, &q_lo) &&
+        if (!one_hot && !weight_mass_upper(kt, xq, vocab, params.temperature, &q_hi, &zq, &q_lo)) zq = nan;
+        if (!one_hot && !std::isnan(zq) &&
             u * static_cast<double>(weight(xq[t], params.temperature, zq)) * p_hi < pt * q_lo)
           return true;
       }
     }
-    if (target_bounded != i && !bound_weights(kt, xp, vocab, params.temperature, &p)) return false;
+    if (target_bounded != i && !bound_weights(kt, xp, vocab, params.temperature, &p, zp)) return false;
     const double pt = p.weight_at(t);
     if (one_hot) return u * p.hi < pt;  // u * P < p(t) for every P in [lo, hi]
     WeightBounds& q = weight_bounds(1);
-    if (!bound_weights(kt, static_cast<const float*>(draft.row(i).data), vocab, params.temperature, &q)) return false;
+    if (!bound_weights(kt, xq, vocab, params.temperature, &q, zq)) return false;
     const double qt = q.weight_at(t);
     // u * q(t) * P < p(t) * Q, each side rounded monotonically in P and Q.
     return u * qt * p.hi < pt * q.lo;
