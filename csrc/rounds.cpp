@@ -918,10 +918,22 @@ struct LogitRows {
                        const double* u, double u_draw, Position& at, double* fr, double* ferr, int64_t* token,
                        double*, double*) const {
     if (!bounded(i, false) || kt.residual_block_sums == nullptr) return -1;
+    const float* xp = static_cast<const float*>(target.row(i).data);
+    const float* xq = static_cast<const float*>(draft.row(i).data);
+    // Note [Weight upper bounds] first: the first child accepted from two passes of about a
+    // read each, u q(t) P_hi < p(t) Q_lo; their max z spares the bounds' argmax passes.
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    float zp = nan, zq = nan;
+    double p_hi = 0.0, q_hi = 0.0, q_lo = 0.0;
+    if (!weight_mass_upper(kt, xp, vocab, params.temperature, &p_hi, &zp)) zp = nan;
+    else if (!weight_mass_upper(kt, xq, vocab, params.temperature, &q_hi, &zq, &q_lo)) zq = nan;
+    else if (u[c] * static_cast<double>(weight(xq[tokens[c]], params.temperature, zq)) * p_hi <
+             static_cast<double>(weight(xp[tokens[c]], params.temperature, zp)) * q_lo)
+      return c;
     WeightBounds& p = weight_bounds(0);
     WeightBounds& q = weight_bounds(1);
-    if (!bound_weights(kt, static_cast<const float*>(target.row(i).data), vocab, params.temperature, &p) ||
-        !bound_weights(kt, static_cast<const float*>(draft.row(i).data), vocab, params.temperature, &q))
+    if (!bound_weights(kt, xp, vocab, params.temperature, &p, zp) ||
+        !bound_weights(kt, xq, vocab, params.temperature, &q, zq))
       return -1;
     const float* wp = p.w.data();
     const float* wq = q.w.data();
