@@ -720,11 +720,13 @@ bool bounded_weights_draw(const KernelTable& kt, const float* x, int64_t n, floa
 }  // namespace
 
 bool weight_mass_upper(const KernelTable& kt, const float* x, int64_t n, float temperature, double* upper,
-                       float* z_max, double* lower) {
+                       float* z_max, double* lower, bool z_max_known) {
   if (kt.row_upper_weight_sums == nullptr) return false;
-  int64_t top = 0;
-  if (!kt.row_argmax(x, n, &top) || std::isinf(x[top])) return false;  // NaN, +inf, all -inf
-  *z_max = x[top] / temperature;
+  if (!z_max_known) {
+    int64_t top = 0;
+    if (!kt.row_argmax(x, n, &top) || std::isinf(x[top])) return false;  // NaN, +inf, all -inf
+    *z_max = x[top] / temperature;
+  }
   const double zm = *z_max;
   if (!(std::fabs(zm) <= 0x1p20)) return false;
   const double log2e = 1.4426950408889634;
@@ -746,6 +748,15 @@ bool weight_mass_upper(const KernelTable& kt, const float* x, int64_t n, float t
 }
 
 namespace {
+
+// max x / temperature of row x, or NaN if the row is malformed (NaN, +inf, no finite value)
+// or the quotient overflows (the exact warp then reports it).
+float row_z_max(const KernelTable& kt, const float* x, int64_t n, float temperature) {
+  int64_t top = 0;
+  if (!kt.row_argmax(x, n, &top) || std::isinf(x[top])) return std::numeric_limits<float>::quiet_NaN();
+  const float z = x[top] / temperature;
+  return std::isinf(z) ? std::numeric_limits<float>::quiet_NaN() : z;
+}
 
 // The rows of a round on logits: warped as they are read (Note [Warping]).
 struct LogitRows {
@@ -921,15 +932,18 @@ struct LogitRows {
     const float* xp = static_cast<const float*>(target.row(i).data);
     const float* xq = static_cast<const float*>(draft.row(i).data);
     // Note [Weight upper bounds] first: the first child accepted from two passes of about a
-    // read each, u q(t) P_hi < p(t) Q_lo; their max z spares the bounds' argmax passes.
-    const float nan = std::numeric_limits<float>::quiet_NaN();
-    float zp = nan, zq = nan;
-    double p_hi = 0.0, q_hi = 0.0, q_lo = 0.0;
-    if (!weight_mass_upper(kt, xp, vocab, params.temperature, &p_hi, &zp)) zp = nan;
-    else if (!weight_mass_upper(kt, xq, vocab, params.temperature, &q_hi, &zq, &q_lo)) zq = nan;
-    else if (u[c] * static_cast<double>(weight(xq[tokens[c]], params.temperature, zq)) * p_hi <
-             static_cast<double>(weight(xp[tokens[c]], params.temperature, zp)) * q_lo)
-      return c;
+    // read each, u q(t) P_hi < p(t) Q_lo, where it looks likely (u q(t) < p(t): P ~ Q guessed;
+    // a guess, it changes the time, never the outcome). The rows' max z, found first, spares
+    // the bounds' argmax passes either way.
+    float zp = row_z_max(kt, xp, vocab, params.temperature), zq = row_z_max(kt, xq, vocab, params.temperature);
+    if (!std::isnan(zp) && !std::isnan(zq)) {
+      const double pt = weight(xp[tokens[c]], params.temperature, zp);
+      const double uq = u[c] * static_cast<double>(weight(xq[tokens[c]], params.temperature, zq));
+      double p_hi = 0.0, q_hi = 0.0, q_lo = 0.0;
+      if (uq < pt && weight_mass_upper(kt, xp, vocab, params.temperature, &p_hi, &zp, nullptr, true) &&
+          weight_mass_upper(kt, xq, vocab, params.temperature, &q_hi, &zq, &q_lo, true) && uq * p_hi < pt * q_lo)
+        return c;
+    }
     WeightBounds& p = weight_bounds(0);
     WeightBounds& q = weight_bounds(1);
     if (!bound_weights(kt, xp, vocab, params.temperature, &p, zp) ||

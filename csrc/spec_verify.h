@@ -395,8 +395,9 @@ Outcome accept_round(const KernelTable& kt, Rows target, Rows draft, const int64
 // exp_nonpositive(x / temperature - z_max) (n logits, temperature > 0), and z_max = max x /
 // temperature; false (nothing bounded) if the path has no row_upper_weight_sums, the row is
 // malformed (NaN, +inf, no finite value), or |z_max| > 2^20.
+// z_max_known: *z_max already holds max x / temperature of this (well-formed) row.
 bool weight_mass_upper(const KernelTable& kt, const float* x, int64_t n, float temperature, double* upper,
-                       float* z_max, double* lower = nullptr);
+                       float* z_max, double* lower = nullptr, bool z_max_known = false);
 
 // How many draws on this thread Note [Bounded sampling] tried and left to the canonical
 // masses (not certain): a test hook (the results are the same either way).
