@@ -666,6 +666,15 @@ struct WeightBounds {
   }
 };
 
+// max x / temperature of row x, or NaN if the row is malformed (NaN, +inf, no finite value)
+// or the quotient overflows (the exact warp then reports it).
+float row_z_max(const KernelTable& kt, const float* x, int64_t n, float temperature) {
+  int64_t top = 0;
+  if (!kt.row_argmax(x, n, &top) || std::isinf(x[top])) return std::numeric_limits<float>::quiet_NaN();
+  const float z = x[top] / temperature;
+  return std::isinf(z) ? std::numeric_limits<float>::quiet_NaN() : z;
+}
+
 // The bounds of row x (n logits, temperature > 0): false, with nothing decided, if the path
 // has no row_weight_sums or the row is malformed (the exact warp then reports it). The
 // approximate weights are kept in wb->w (storing them costs the pass a few percent; a
@@ -676,13 +685,8 @@ bool bound_weights(const KernelTable& kt, const float* x, int64_t n, float tempe
                    float known_z_max = std::numeric_limits<float>::quiet_NaN()) {
   wb->x = nullptr;  // until these bounds are whole: a failed call leaves none to reuse
   if (kt.row_weight_sums == nullptr) return false;
-  float z_max = known_z_max;
-  if (std::isnan(z_max)) {
-    int64_t top = 0;
-    if (!kt.row_argmax(x, n, &top) || std::isinf(x[top])) return false;  // NaN, +inf, all -inf
-    z_max = x[top] / temperature;
-  }
-  if (std::isinf(z_max)) return false;
+  const float z_max = std::isnan(known_z_max) ? row_z_max(kt, x, n, temperature) : known_z_max;
+  if (std::isnan(z_max)) return false;
   const int64_t nb = num_blocks(n);
   if (wb->sums.size() < static_cast<size_t>(nb)) {
     wb->sums.resize(nb);
@@ -722,12 +726,8 @@ bool bounded_weights_draw(const KernelTable& kt, const float* x, int64_t n, floa
 bool weight_mass_upper(const KernelTable& kt, const float* x, int64_t n, float temperature, double* upper,
                        float* z_max, double* lower, bool z_max_known) {
   if (kt.row_upper_weight_sums == nullptr) return false;
-  if (!z_max_known) {
-    int64_t top = 0;
-    if (!kt.row_argmax(x, n, &top) || std::isinf(x[top])) return false;  // NaN, +inf, all -inf
-    *z_max = x[top] / temperature;
-  }
-  const double zm = *z_max;
+  if (!z_max_known) *z_max = row_z_max(kt, x, n, temperature);
+  const double zm = *z_max;  // NaN for a malformed row: fails the range test below
   if (!(std::fabs(zm) <= 0x1p20)) return false;
   const double log2e = 1.4426950408889634;
   const float c1 = static_cast<float>(0x1p23 * log2e / static_cast<double>(temperature));
@@ -741,22 +741,14 @@ bool weight_mass_upper(const KernelTable& kt, const float* x, int64_t n, float t
   const double dn = static_cast<double>(n);
   *upper = (total * (1.0 + 0x1p-19) * (1.0 + e) + dn * 0x1p-126) * (1.0 + dn * 0x1p-53) * (1.0 + 0x1p-40);
   if (lower != nullptr) {
-    const double l = (total * (1.0 - 0x1p-19) / 1.0615 * (1.0 - e) - dn * 0x1p-126) * (1.0 - dn * 0x1p-53);
+    const double l =
+        (total * (1.0 - 0x1p-19) / kUpperWeightExcess * (1.0 - e) - dn * 0x1p-126) * (1.0 - dn * 0x1p-53);
     *lower = std::max(0.0, l * (1.0 - 0x1p-40));
   }
   return std::isfinite(*upper);
 }
 
 namespace {
-
-// max x / temperature of row x, or NaN if the row is malformed (NaN, +inf, no finite value)
-// or the quotient overflows (the exact warp then reports it).
-float row_z_max(const KernelTable& kt, const float* x, int64_t n, float temperature) {
-  int64_t top = 0;
-  if (!kt.row_argmax(x, n, &top) || std::isinf(x[top])) return std::numeric_limits<float>::quiet_NaN();
-  const float z = x[top] / temperature;
-  return std::isinf(z) ? std::numeric_limits<float>::quiet_NaN() : z;
-}
 
 // The rows of a round on logits: warped as they are read (Note [Warping]).
 struct LogitRows {
@@ -791,16 +783,10 @@ struct LogitRows {
     if (bounded(i, false)) {
       // Note [Weight upper bounds] first: about a read, where the bounds' pass costs several.
       const float* xp = static_cast<const float*>(target.row(i).data);
-      double p_hi = 0.0;
-      float z_max = std::numeric_limits<float>::quiet_NaN();
-      if (weight_mass_upper(kt, xp, vocab, params.temperature, &p_hi, &z_max)) {
-        if (uq * p_hi < static_cast<double>(weight(xp[t], params.temperature, z_max)) * d.lo)
-          return BoundedStep::kAccepted;
-      } else {
-        z_max = std::numeric_limits<float>::quiet_NaN();
-      }
+      const Cheap cp = cheap(xp, false);
+      if (cp.ok && uq * cp.hi < cp.weight_at(xp, t, params.temperature) * d.lo) return BoundedStep::kAccepted;
       WeightBounds& p = weight_bounds(0);
-      if (!bound_weights(kt, xp, vocab, params.temperature, &p, z_max)) return BoundedStep::kNone;
+      if (!bound_weights(kt, xp, vocab, params.temperature, &p, cp.z)) return BoundedStep::kNone;
       target_bounded = i;
       return uq * p.hi < static_cast<double>(p.weight_at(t)) * d.lo ? BoundedStep::kAccepted : BoundedStep::kNone;
     }
@@ -820,12 +806,28 @@ struct LogitRows {
     if (bad.error != InputError::kNone) return bad;
     return read(draft.row(i), true, i, q);
   }
-  // Note [Bounded warping], at temperature only on float32 rows: the approximate weight
-  // sums bound P and Q, the weights at t are exact, and the test is decided where certain.
   // Bounds of row x at this call's temperature, computed since the row was last bounded.
   bool fresh(const WeightBounds& wb, const float* x) const {
     return wb.x == x && wb.n == vocab && wb.temperature == params.temperature;
   }
+  // Note [Weight upper bounds] of row x: its max z (NaN for a malformed row; the later
+  // passes reuse it), and, when ok, its mass's cheap upper bound and (with `lower`) lower
+  // bound. z_known: the max z found already.
+  struct Cheap {
+    float z = std::numeric_limits<float>::quiet_NaN();
+    double hi = 0.0, lo = 0.0;
+    bool ok = false;
+    double weight_at(const float* x, int64_t t, float temperature) const { return weight(x[t], temperature, z); }
+  };
+  Cheap cheap(const float* x, bool lower, float z_known = std::numeric_limits<float>::quiet_NaN()) const {
+    Cheap c;
+    c.z = std::isnan(z_known) ? row_z_max(kt, x, vocab, params.temperature) : z_known;
+    if (!std::isnan(c.z))
+      c.ok = weight_mass_upper(kt, x, vocab, params.temperature, &c.hi, &c.z, lower ? &c.lo : nullptr, true);
+    return c;
+  }
+  // Note [Bounded warping], at temperature only on float32 rows: the approximate weight
+  // sums bound P and Q, the weights at t are exact, and the test is decided where certain.
   bool bounded(int64_t i, bool one_hot) const {
     return kt.row_weight_sums != nullptr && temperature_only(params, vocab) && target.type == Elem::kF32 &&
            (one_hot || draft.type == Elem::kF32) && i >= 0;
@@ -834,30 +836,25 @@ struct LogitRows {
     if (!bounded(i, one_hot)) return false;
     WeightBounds& p = weight_bounds(0);
     const float* xp = static_cast<const float*>(target.row(i).data);
-    // (handed_off may have bounded the row just now; bounds from an earlier call are never
-    // reused: the buffer may hold new logits)
-    // Note [Weight upper bounds] first; their max z then spares the bounds' argmax passes.
-    const float nan = std::numeric_limits<float>::quiet_NaN();
-    float zp = nan, zq = nan;
     const float* xq = one_hot ? nullptr : static_cast<const float*>(draft.row(i).data);
+    // Note [Weight upper bounds] first (unless handed_off bounded the target row just now;
+    // bounds from an earlier call are never reused: the buffer may hold new logits). Their
+    // max z then spares the bounds' argmax passes.
+    Cheap cp, cq;
     if (target_bounded != i) {
-      double p_hi = 0.0, q_lo = 0.0, q_hi = 0.0;
-      if (!weight_mass_upper(kt, xp, vocab, params.temperature, &p_hi, &zp)) {
-        zp = nan;
-      } else {
-        const double pt = weight(xp[t], params.temperature, zp);
-        if (one_hot && u * p_hi < pt) return true;
-        if (!one_hot && !weight_mass_upper(kt, xq, vocab, params.temperature, &q_hi, &zq, &q_lo)) zq = nan;
-        if (!one_hot && !std::isnan(zq) &&
-            u * static_cast<double>(weight(xq[t], params.temperature, zq)) * p_hi < pt * q_lo)
-          return true;
+      cp = cheap(xp, false);
+      if (cp.ok) {
+        const double pt = cp.weight_at(xp, t, params.temperature);
+        if (one_hot && u * cp.hi < pt) return true;
+        if (!one_hot) cq = cheap(xq, true);
+        if (cq.ok && u * cq.weight_at(xq, t, params.temperature) * cp.hi < pt * cq.lo) return true;
       }
     }
-    if (target_bounded != i && !bound_weights(kt, xp, vocab, params.temperature, &p, zp)) return false;
+    if (target_bounded != i && !bound_weights(kt, xp, vocab, params.temperature, &p, cp.z)) return false;
     const double pt = p.weight_at(t);
     if (one_hot) return u * p.hi < pt;  // u * P < p(t) for every P in [lo, hi]
     WeightBounds& q = weight_bounds(1);
-    if (!bound_weights(kt, xq, vocab, params.temperature, &q, zq)) return false;
+    if (!bound_weights(kt, xq, vocab, params.temperature, &q, cq.z)) return false;
     const double qt = q.weight_at(t);
     // u * q(t) * P < p(t) * Q, each side rounded monotonically in P and Q.
     return u * qt * p.hi < pt * q.lo;
@@ -935,14 +932,15 @@ struct LogitRows {
     // read each, u q(t) P_hi < p(t) Q_lo, where it looks likely (u q(t) < p(t): P ~ Q guessed;
     // a guess, it changes the time, never the outcome). The rows' max z, found first, spares
     // the bounds' argmax passes either way.
-    float zp = row_z_max(kt, xp, vocab, params.temperature), zq = row_z_max(kt, xq, vocab, params.temperature);
+    const float zp = row_z_max(kt, xp, vocab, params.temperature), zq = row_z_max(kt, xq, vocab, params.temperature);
     if (!std::isnan(zp) && !std::isnan(zq)) {
       const double pt = weight(xp[tokens[c]], params.temperature, zp);
       const double uq = u[c] * static_cast<double>(weight(xq[tokens[c]], params.temperature, zq));
-      double p_hi = 0.0, q_hi = 0.0, q_lo = 0.0;
-      if (uq < pt && weight_mass_upper(kt, xp, vocab, params.temperature, &p_hi, &zp, nullptr, true) &&
-          weight_mass_upper(kt, xq, vocab, params.temperature, &q_hi, &zq, &q_lo, true) && uq * p_hi < pt * q_lo)
-        return c;
+      if (uq < pt) {
+        const Cheap cp = cheap(xp, false, zp);
+        const Cheap cq = cp.ok ? cheap(xq, true, zq) : Cheap{};
+        if (cq.ok && uq * cp.hi < pt * cq.lo) return c;
+      }
     }
     WeightBounds& p = weight_bounds(0);
     WeightBounds& q = weight_bounds(1);

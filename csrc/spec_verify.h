@@ -137,6 +137,10 @@ constexpr double kGuessSumBound = 0x1p-20;
 // third of the exact one wherever nothing is close.
 constexpr double kApproxWeightBound = 0x1p-20;
 
+// Note [Weight upper bounds]'s largest excess of the float over 2^(k + f): (1 + f) / 2^f <=
+// 1.06146 (at f = 1 / ln 2 - 1), rounded up.
+constexpr double kUpperWeightExcess = 1.0615;
+
 // Note [Weight upper bounds]
 // An accepted position at temperature only needs an upper bound on the target's mass P alone
 // (u q(t) P < p(t) Q holds for every P below the bound), and the acceptances a round makes

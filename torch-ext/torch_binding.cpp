@@ -374,6 +374,13 @@ sv::Outcome sample_into(const at::Tensor& rows, const sv::WarpParams& params,
   return sv::Outcome{};
 }
 
+// The uniforms of the sampling ops, one per row of logits ([V]: one, as a 0-d tensor).
+at::Tensor row_uniforms(const char* op, const at::Tensor& logits, const at::Tensor& uniforms, int64_t n) {
+  return checked_uniforms(op, uniforms, n,
+                          logits.dim() == 1 ? std::string("[] (one row)") : "[R] = [" + std::to_string(n) + "]",
+                          logits.dim() == 1);
+}
+
 // sample_into's tokens shaped as logits.shape[:-1], or its error raised.
 at::Tensor sampled(const char* op, const at::Tensor& logits, const sv::Outcome& out,
                    const at::Tensor& tokens) {
@@ -492,10 +499,7 @@ at::Tensor sample_with_uniforms(const at::Tensor& logits, const at::Tensor& unif
   const sv::WarpParams params = checked_params(op, temperature, top_k, top_p, min_p);
   const at::Tensor rows = checked_logits(op, "logits", logits);
   const int64_t n = rows.size(0);
-  const at::Tensor u = checked_uniforms(op, uniforms, n,
-                                        logits.dim() == 1 ? std::string("[] (one row)")
-                                                          : "[R] = [" + std::to_string(n) + "]",
-                                        logits.dim() == 1);
+  const at::Tensor u = row_uniforms(op, logits, uniforms, n);
   at::Tensor tokens;
   const sv::Outcome out = sample_into(rows, params, u.data_ptr<double>(), tokens);
   return sampled(op, logits, out, tokens);
@@ -513,10 +517,7 @@ std::tuple<at::Tensor, at::Tensor> sample_with_bounds(const at::Tensor& logits,
   at::Tensor tokens, bounds;
   sv::Outcome out;
   if (given) {
-    const at::Tensor u = checked_uniforms(op, *uniforms, n,
-                                          logits.dim() == 1 ? std::string("[] (one row)")
-                                                            : "[R] = [" + std::to_string(n) + "]",
-                                          logits.dim() == 1);
+    const at::Tensor u = row_uniforms(op, logits, *uniforms, n);
     out = sample_into(rows, params, u.data_ptr<double>(), tokens, &bounds);
   } else {
     out = params.temperature == 0.0f

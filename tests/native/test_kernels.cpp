@@ -1704,6 +1704,20 @@ void bounded_warping_kernels(Rng& rng, const std::vector<const sv::KernelTable*>
   }
 }
 
+// The canonical mass of row x's exact weights at a temperature (scalar path), and its max z.
+double exact_weight_mass(const std::vector<float>& x, float temperature, float* z_max) {
+  const int64_t n = static_cast<int64_t>(x.size());
+  int64_t top = 0;
+  sv::scalar_kernels().row_argmax(x.data(), n, &top);
+  *z_max = x[top] / temperature;
+  if (std::isinf(*z_max)) return 0.0;
+  std::vector<float> w(n);
+  std::vector<double> blocks(sv::num_blocks(n));
+  double mass = 0.0;
+  sv::scalar_kernels().row_weights(x.data(), n, temperature, *z_max, w.data(), blocks.data(), &mass);
+  return mass;
+}
+
 // Note [Weight upper bounds]: weight_mass_upper bounds the canonical mass of the exact
 // weights from above on every path, for rows of every kind (-inf entries, ties, subnormal
 // weights, one value holding all the mass), logits scaled up to 2^12, temperatures from 0.05
@@ -1738,14 +1752,9 @@ void upper_weight_bound_tests(Rng& rng, const std::vector<const sv::KernelTable*
     for (float& v : x) v *= scale;
     const float temps[] = {1.0f, 0.7f, 1.3f, 0.05f, 3.0f};
     const float temperature = temps[rng.below(5)];
-    int64_t top = 0;
-    sv::scalar_kernels().row_argmax(x.data(), n, &top);
-    const float z_max = x[top] / temperature;
+    float z_max = 0.0f;
+    const double mass = exact_weight_mass(x, temperature, &z_max);
     if (std::isinf(z_max)) continue;
-    std::vector<float> w(n);
-    std::vector<double> blocks(sv::num_blocks(n));
-    double mass = 0.0;
-    sv::scalar_kernels().row_weights(x.data(), n, temperature, z_max, w.data(), blocks.data(), &mass);
     for (const sv::KernelTable* kt : kts) {
       double upper = 0.0, lower = -1.0;
       float zm = 0.0f;
@@ -1782,13 +1791,8 @@ void upper_weight_bound_tests(Rng& rng, const std::vector<const sv::KernelTable*
       }
       x.push_back(z_max * temperature);
       const int64_t n = static_cast<int64_t>(x.size());
-      int64_t top = 0;
-      sv::scalar_kernels().row_argmax(x.data(), n, &top);
-      const float zm = x[top] / temperature;
-      std::vector<float> w(n);
-      std::vector<double> blocks(sv::num_blocks(n));
-      double mass = 0.0;
-      sv::scalar_kernels().row_weights(x.data(), n, temperature, zm, w.data(), blocks.data(), &mass);
+      float zm = 0.0f;
+      const double mass = exact_weight_mass(x, temperature, &zm);
       for (const sv::KernelTable* kt : kts) {
         double upper = 0.0, lower = -1.0;
         float z = 0.0f;
