@@ -112,6 +112,7 @@ struct ScalarOps {
   template <int s> static I slli(I a) { return static_cast<I>(static_cast<uint32_t>(a) << s); }
   static F scale(F p, F, F t) { return scale_by_two_factors<ScalarOps>(p, t); }
   static F trunc_bits(F t) { return std::bit_cast<F>(static_cast<I>(t)); }  // t in [0, 2^31)
+  static F keep_above(F a, F t) { return a > t ? a : 0.0f; }
 };
 
 // The weight of one logit: exp(x / temperature - z_max) (Note [Warping] in spec_verify.h).
@@ -129,43 +130,58 @@ struct WeightTail {
   float at(int64_t v, int) const { return w[v] = weight(x[v], t, m); }
 };
 
-// Blocked float32 sums of a per-value function of the logits, for a path's Ops (kLanes = L
+// Blocked float32 sums of S per-value functions of the logits, for a path's Ops (kLanes = L
 // floats per F; load, hsum in a tree of log2 L adds): Note [Bounded warping]'s block sums in
 // 256 / 8L accumulators (at least one) of at most 8 vectors each, added pairwise, the lanes
 // summed, and the last block's tail (under L values) summed apart and added: at most 16 adds
 // lie between a value and its block's sum (8 + log2(256 / 8L) + log2 L + 1 = 14, or 15 + 1
-// through the tail). value(F) -> F on L lanes, scalar(float) -> float on the tails; with
-// kStore each value is stored into w too.
-template <class Ops, bool kStore, class Value, class Scalar>
-inline __attribute__((always_inline)) void blocked_value_sums(const float* x, int64_t n, Value value, Scalar scalar,
-                                                              float* w, double* block_sum) {
+// through the tail). values(F, F* e) writes the S values of L lanes into e[0..S),
+// scalars(float, float* e) those of one value (the tails); stream s's block sums go to
+// block_sums[s], each stream summed in the same order as alone; with kStore stream 0's
+// values are stored into w too.
+template <class Ops, int S, bool kStore, class Values, class Scalars>
+inline __attribute__((always_inline)) void blocked_stream_sums(const float* x, int64_t n, Values values,
+                                                               Scalars scalars, float* w, double* const* block_sums) {
   using F = typename Ops::F;
   constexpr int64_t L = Ops::kLanes;
   // Accumulators of at most 8 values per lane each (a block holds 256 / L vectors).
   constexpr int kAcc = 256 / (8 * L) > 1 ? static_cast<int>(256 / (8 * L)) : 1;
-  const auto value_at = [&](int64_t v) {
-    const F e = value(Ops::load(x + v));
-    if constexpr (kStore) Ops::store(w + v, e);
-    return e;
+  const auto add_at = [&](int64_t v, F* acc) {
+    F e[S];
+    values(Ops::load(x + v), e);
+    if constexpr (kStore) Ops::store(w + v, e[0]);
+    for (int s = 0; s < S; ++s) acc[s * kAcc] = Ops::add(acc[s * kAcc], e[s]);
   };
   for (int64_t begin = 0, b = 0; begin < n; begin += kMassBlock, ++b) {
     const int64_t end = n - begin < kMassBlock ? n : begin + kMassBlock;
-    F acc[kAcc];
+    F acc[S * kAcc];  // stream s's accumulators at acc[s * kAcc .. (s + 1) * kAcc)
     for (F& a : acc) a = Ops::splat(0.0f);
     int64_t v = begin;
     for (; v + kAcc * L <= end; v += kAcc * L)
-      for (int j = 0; j < kAcc; ++j) acc[j] = Ops::add(acc[j], value_at(v + j * L));
-    for (int j = 0; v + L <= end; v += L, ++j) acc[j] = Ops::add(acc[j], value_at(v));
-    for (int half = kAcc / 2; half >= 1; half /= 2)
-      for (int j = 0; j < half; ++j) acc[j] = Ops::add(acc[j], acc[j + half]);
-    float tail = 0.0f;
+      for (int j = 0; j < kAcc; ++j) add_at(v + j * L, acc + j);
+    for (int j = 0; v + L <= end; v += L, ++j) add_at(v, acc + j);
+    for (int s = 0; s < S; ++s)
+      for (int half = kAcc / 2; half >= 1; half /= 2)
+        for (int j = 0; j < half; ++j) acc[s * kAcc + j] = Ops::add(acc[s * kAcc + j], acc[s * kAcc + j + half]);
+    float tail[S] = {};
     for (; v < end; ++v) {
-      const float e = scalar(x[v]);
-      if constexpr (kStore) w[v] = e;
-      tail += e;
+      float e[S];
+      scalars(x[v], e);
+      if constexpr (kStore) w[v] = e[0];
+      for (int s = 0; s < S; ++s) tail[s] += e[s];
     }
-    block_sum[b] = Ops::hsum(acc[0]) + tail;
+    for (int s = 0; s < S; ++s) block_sums[s][b] = Ops::hsum(acc[s * kAcc]) + tail[s];
   }
+}
+
+// One stream of blocked_stream_sums: value(F) -> F, scalar(float) -> float.
+template <class Ops, bool kStore, class Value, class Scalar>
+inline __attribute__((always_inline)) void blocked_value_sums(const float* x, int64_t n, Value value, Scalar scalar,
+                                                              float* w, double* block_sum) {
+  double* const sums[1] = {block_sum};
+  blocked_stream_sums<Ops, 1, kStore>(
+      x, n, [&](const typename Ops::F& v, typename Ops::F* e) { e[0] = value(v); }, [&](float v, float* e) { e[0] = scalar(v); },
+      w, sums);
 }
 
 // row_weight_sums for a path's Ops (load, div, mul_add): the approximate weights
@@ -175,7 +191,7 @@ inline __attribute__((always_inline)) void approx_weight_sums(const float* x, in
                                                               float z_max, float* w, double* block_sum) {
   const typename Ops::F vt = Ops::splat(temperature), vm = Ops::splat(z_max);
   blocked_value_sums<Ops, kStore>(
-      x, n, [&](typename Ops::F v) { return exp_approx<Ops>(Ops::sub(Ops::div(v, vt), vm)); },
+      x, n, [&](const typename Ops::F& v) { return exp_approx<Ops>(Ops::sub(Ops::div(v, vt), vm)); },
       [&](float v) { return exp_approx<ScalarOps>(v / temperature - z_max); }, w, block_sum);
 }
 
@@ -192,8 +208,30 @@ inline __attribute__((always_inline)) void upper_weight_sums(const float* x, int
                                                              double* block_sum) {
   const typename Ops::F v1 = Ops::splat(c1), v0 = Ops::splat(c0);
   blocked_value_sums<Ops, false>(
-      x, n, [&](typename Ops::F v) { return upper_weight<Ops>(v, v1, v0); },
+      x, n, [&](const typename Ops::F& v) { return upper_weight<Ops>(v, v1, v0); },
       [&](float v) { return upper_weight<ScalarOps>(v, c1, c0); }, nullptr, block_sum);
+}
+
+// Note [Top-p upper bounds]: upper_weight_sums into block_sum and, in the same pass, the
+// block sums of the values above tau alone (Ops::keep_above: v > tau ? v : +0.0) into
+// above_sum; each stream summed as upper_weight_sums sums it alone.
+template <class Ops>
+inline __attribute__((always_inline)) void upper_weight_sums_above(const float* x, int64_t n, float c1, float c0,
+                                                                   float tau, double* block_sum, double* above_sum) {
+  using F = typename Ops::F;
+  const F v1 = Ops::splat(c1), v0 = Ops::splat(c0), vt = Ops::splat(tau);
+  double* const sums[2] = {block_sum, above_sum};
+  blocked_stream_sums<Ops, 2, false>(
+      x, n,
+      [&](const F& v, F* e) {
+        e[0] = upper_weight<Ops>(v, v1, v0);
+        e[1] = Ops::keep_above(e[0], vt);
+      },
+      [&](float v, float* e) {
+        e[0] = upper_weight<ScalarOps>(v, c1, c0);
+        e[1] = ScalarOps::keep_above(e[0], tau);
+      },
+      nullptr, sums);
 }
 
 }  // namespace spec_verify

@@ -409,6 +409,7 @@ struct Avx2Ops {
   template <int s> static SPEC_VERIFY_AVX2 I slli(I a) { return _mm256_slli_epi32(a, s); }
   static SPEC_VERIFY_AVX2 F scale(F p, F, F t) { return scale_by_two_factors<Avx2Ops>(p, t); }
   static SPEC_VERIFY_AVX2 F trunc_bits(F t) { return _mm256_castsi256_ps(_mm256_cvttps_epi32(t)); }
+  static SPEC_VERIFY_AVX2 F keep_above(F a, F t) { return _mm256_and_ps(_mm256_cmp_ps(a, t, _CMP_GT_OQ), a); }
 };
 
 // The weights as a source of the mass driver: computed, stored and summed in one pass.
@@ -449,6 +450,11 @@ SPEC_VERIFY_AVX2_FMA_KERNEL void f32_row_weight_sums__avx2(const float* x, int64
 SPEC_VERIFY_AVX2_KERNEL void f32_row_upper_weight_sums__avx2(const float* x, int64_t n, float c1, float c0,
                                                              double* block_sum) {
   upper_weight_sums<Avx2Ops>(x, n, c1, c0, block_sum);  // mul then add: two roundings, which the bound allows
+}
+
+SPEC_VERIFY_AVX2_KERNEL void f32_row_upper_weight_sums_above__avx2(const float* x, int64_t n, float c1, float c0,
+                                                                   float tau, double* block_sum, double* above_sum) {
+  upper_weight_sums_above<Avx2Ops>(x, n, c1, c0, tau, block_sum, above_sum);
 }
 
 // r(v) = w(v) >= t ? w(v) : +0.0 (row 0, stored unless r is null) and the w(v) > t (row 1).
@@ -555,7 +561,7 @@ const KernelTable* avx2_kernels() {
                                  f16_widen__avx2, bf16_widen__avx2, f32_row_block_sums__avx2,
                                  f32_residual_block_sums__avx2, /*row_mass_pair_guess=*/nullptr,
                                  fma ? f32_row_weight_sums__avx2 : nullptr, f32_pair_block_sums__avx2,
-                                 f32_row_upper_weight_sums__avx2};
+                                 f32_row_upper_weight_sums__avx2, f32_row_upper_weight_sums_above__avx2};
   // Every CPU with AVX2 has F16C too; both are checked all the same.
   static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
   return supported ? &table : nullptr;

@@ -309,6 +309,7 @@ struct Avx512Ops {
   // vscalefps: p * 2^n with one rounding, as scale_by_two_factors gives it.
   static SPEC_VERIFY_AVX512 F scale(F p, F n, F) { return _mm512_scalef_ps(p, n); }
   static SPEC_VERIFY_AVX512 F trunc_bits(F t) { return _mm512_castsi512_ps(_mm512_cvttps_epi32(t)); }
+  static SPEC_VERIFY_AVX512 F keep_above(F a, F t) { return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(a, t, _CMP_GT_OQ), a); }
 };
 
 // The weights as a source of the mass driver: computed, stored and summed in one pass.
@@ -342,6 +343,12 @@ SPEC_VERIFY_AVX512_KERNEL void f32_row_weight_sums__avx512(const float* x, int64
 SPEC_VERIFY_AVX512_KERNEL void f32_row_upper_weight_sums__avx512(const float* x, int64_t n, float c1, float c0,
                                                                  double* block_sum) {
   upper_weight_sums<Avx512Ops>(x, n, c1, c0, block_sum);
+}
+
+SPEC_VERIFY_AVX512_KERNEL void f32_row_upper_weight_sums_above__avx512(const float* x, int64_t n, float c1,
+                                                                       float c0, float tau, double* block_sum,
+                                                                       double* above_sum) {
+  upper_weight_sums_above<Avx512Ops>(x, n, c1, c0, tau, block_sum, above_sum);
 }
 
 // r(v) = w(v) >= t ? w(v) : +0.0 (row 0, stored unless r is null) and the w(v) > t (row 1).
@@ -595,7 +602,7 @@ const KernelTable* avx512_kernels() {
                                  f16_widen__avx512, bf16_widen__avx512, f32_row_block_sums__avx512,
                                  f32_residual_block_sums__avx512, f32_row_mass_pair_guess__avx512,
                                  f32_row_weight_sums__avx512, f32_pair_block_sums__avx512,
-                                 f32_row_upper_weight_sums__avx512};
+                                 f32_row_upper_weight_sums__avx512, f32_row_upper_weight_sums_above__avx512};
   static const bool supported = __builtin_cpu_supports("avx512f");
   return supported ? &table : nullptr;
 }

@@ -315,6 +315,7 @@ struct NeonOps {
   template <int s> static I slli(I a) { return vshlq_n_s32(a, s); }
   static F scale(F p, F, F t) { return scale_by_two_factors<NeonOps>(p, t); }
   static F trunc_bits(F t) { return vreinterpretq_f32_s32(vcvtq_s32_f32(t)); }
+  static F keep_above(F a, F t) { return vreinterpretq_f32_u32(vandq_u32(vcgtq_f32(a, t), vreinterpretq_u32_f32(a))); }
 };
 
 // The weights as a source of the mass driver: computed, stored and summed in one pass.
@@ -343,6 +344,11 @@ void f32_row_weight_sums__neon(const float* x, int64_t n, float temperature, flo
 
 void f32_row_upper_weight_sums__neon(const float* x, int64_t n, float c1, float c0, double* block_sum) {
   upper_weight_sums<NeonOps>(x, n, c1, c0, block_sum);
+}
+
+void f32_row_upper_weight_sums_above__neon(const float* x, int64_t n, float c1, float c0, float tau,
+                                           double* block_sum, double* above_sum) {
+  upper_weight_sums_above<NeonOps>(x, n, c1, c0, tau, block_sum, above_sum);
 }
 
 // r(v) = w(v) >= t ? w(v) : +0.0 (row 0, stored unless r is null) and the w(v) > t (row 1).
@@ -450,7 +456,7 @@ const KernelTable* neon_kernels() {
                                  f16_widen__neon, bf16_widen__neon, f32_row_block_sums__neon,
                                  f32_residual_block_sums__neon, /*row_mass_pair_guess=*/nullptr,
                                  f32_row_weight_sums__neon, f32_pair_block_sums__neon,
-                                 f32_row_upper_weight_sums__neon};
+                                 f32_row_upper_weight_sums__neon, f32_row_upper_weight_sums_above__neon};
   return &table;
 }
 

@@ -163,6 +163,7 @@ Position* positions(int64_t vocab, bool warped) {
 
 // Draws Note [Bounded sampling] left to the canonical masses, on this thread.
 thread_local int64_t t_bounded_fallbacks = 0;
+thread_local int64_t t_top_p_accepted = 0;  // Note [Top-p upper bounds]'s acceptances (a test hook)
 
 // w of Note [Mass bounds] for rows of n values (0: no bound).
 double mass_bound_width(int64_t n) {
@@ -723,28 +724,74 @@ bool bounded_weights_draw(const KernelTable& kt, const float* x, int64_t n, floa
 
 }  // namespace
 
+namespace {
+
+// Note [Weight upper bounds]'s constants for a row of max z zm at this temperature: false if
+// |zm| > 2^20 (NaN included: a malformed row) or they overflow.
+struct UpperWeightScale {
+  float c1 = 0.0f, c0 = 0.0f;
+  double e = 0.0;  // the relative margin of each value's bound
+  bool set(double zm, float temperature) {
+    if (!(std::fabs(zm) <= 0x1p20)) return false;
+    const double log2e = 1.4426950408889634;
+    c1 = static_cast<float>(0x1p23 * log2e / static_cast<double>(temperature));
+    c0 = static_cast<float>(0x1p23 * (127.0 - zm * log2e));
+    e = 0x1p-15 + (std::fabs(zm) + 104.0) * 0x1p-21;
+    return std::isfinite(c1) && std::isfinite(c0);
+  }
+  // Bounds on the canonical sum of the exact weights of the values whose floats sum (block
+  // by block, nb blocks) to `sums`, over a row of n.
+  double upper(const double* sums, int64_t nb, int64_t n) const {
+    const double total = sum_in_fours(sums, nb);  // (within nb 2^-53: inside 2^-40)
+    const double dn = static_cast<double>(n);
+    return (total * (1.0 + 0x1p-19) * (1.0 + e) + dn * 0x1p-126) * (1.0 + dn * 0x1p-53) * (1.0 + 0x1p-40);
+  }
+  double lower(const double* sums, int64_t nb, int64_t n) const {
+    const double total = sum_in_fours(sums, nb);
+    const double dn = static_cast<double>(n);
+    const double l = (total * (1.0 - 0x1p-19) / kUpperWeightExcess * (1.0 - e) - dn * 0x1p-126) * (1.0 - dn * 0x1p-53);
+    return std::max(0.0, l * (1.0 - 0x1p-40));
+  }
+};
+
+std::vector<double>& upper_sums(int which, int64_t n) {
+  thread_local std::vector<double> sums[2];
+  if (sums[which].size() < static_cast<size_t>(num_blocks(n))) sums[which].resize(num_blocks(n));
+  return sums[which];
+}
+
+}  // namespace
+
 bool weight_mass_upper(const KernelTable& kt, const float* x, int64_t n, float temperature, double* upper,
                        float* z_max, double* lower, bool z_max_known) {
   if (kt.row_upper_weight_sums == nullptr) return false;
   if (!z_max_known) *z_max = row_z_max(kt, x, n, temperature);
-  const double zm = *z_max;  // NaN for a malformed row: fails the range test below
-  if (!(std::fabs(zm) <= 0x1p20)) return false;
-  const double log2e = 1.4426950408889634;
-  const float c1 = static_cast<float>(0x1p23 * log2e / static_cast<double>(temperature));
-  const float c0 = static_cast<float>(0x1p23 * (127.0 - zm * log2e));
-  if (!std::isfinite(c1) || !std::isfinite(c0)) return false;
-  thread_local std::vector<double> sums;
-  if (sums.size() < static_cast<size_t>(num_blocks(n))) sums.resize(num_blocks(n));
-  kt.row_upper_weight_sums(x, n, c1, c0, sums.data());
-  const double total = sum_in_fours(sums.data(), num_blocks(n));  // (within nb 2^-53: inside 2^-40)
-  const double e = 0x1p-15 + (std::fabs(zm) + 104.0) * 0x1p-21;
-  const double dn = static_cast<double>(n);
-  *upper = (total * (1.0 + 0x1p-19) * (1.0 + e) + dn * 0x1p-126) * (1.0 + dn * 0x1p-53) * (1.0 + 0x1p-40);
-  if (lower != nullptr) {
-    const double l =
-        (total * (1.0 - 0x1p-19) / kUpperWeightExcess * (1.0 - e) - dn * 0x1p-126) * (1.0 - dn * 0x1p-53);
-    *lower = std::max(0.0, l * (1.0 - 0x1p-40));
-  }
+  UpperWeightScale k;
+  if (!k.set(*z_max, temperature)) return false;  // (NaN for a malformed row)
+  double* sums = upper_sums(0, n).data();
+  kt.row_upper_weight_sums(x, n, k.c1, k.c0, sums);
+  *upper = k.upper(sums, num_blocks(n), n);
+  if (lower != nullptr) *lower = k.lower(sums, num_blocks(n), n);
+  return std::isfinite(*upper);
+}
+
+bool top_p_mass_bounds(const KernelTable& kt, const float* x, int64_t n, float temperature, float z_max, float w_t,
+                       double* lower, double* upper, double* above_upper) {
+  if (kt.row_upper_weight_sums_above == nullptr) return false;
+  UpperWeightScale k;
+  if (!k.set(z_max, temperature)) return false;
+  // Every v with w(v) > w_t has s(v) (1 + e) + 2^-126 >= w(v) > w_t, so s(v) > tau for any
+  // tau <= (w_t - 2^-126) / (1 + e): the quotient's two roundings covered by 2^-50, then
+  // the float below where the conversion rounds up.
+  const double bound = (static_cast<double>(w_t) - 0x1p-126) / (1.0 + k.e) * (1.0 - 0x1p-50);
+  float tau = static_cast<float>(bound);
+  if (static_cast<double>(tau) > bound) tau = std::nextafter(tau, -1.0f);
+  double* sums = upper_sums(0, n).data();
+  double* above = upper_sums(1, n).data();
+  kt.row_upper_weight_sums_above(x, n, k.c1, k.c0, tau, sums, above);
+  *upper = k.upper(sums, num_blocks(n), n);
+  *lower = k.lower(sums, num_blocks(n), n);
+  *above_upper = k.upper(above, num_blocks(n), n);
   return std::isfinite(*upper);
 }
 
@@ -790,6 +837,13 @@ struct LogitRows {
       target_bounded = i;
       return uq * p.hi < static_cast<double>(p.weight_at(t)) * d.lo ? BoundedStep::kAccepted : BoundedStep::kNone;
     }
+    if (top_p_bounded(i, true)) {  // Note [Top-p upper bounds]
+      const Kept kp = surely_kept(static_cast<const float*>(target.row(i).data), t);
+      if (kp.ok && uq * kp.p_hi < kp.w_t * d.lo) {
+        ++t_top_p_accepted;
+        return BoundedStep::kAccepted;
+      }
+    }
     *bad = read_target(i, &at->p);
     if (bad->error != InputError::kNone) return BoundedStep::kUnknown;
     return uq * at->p.mass < static_cast<double>(at->p.at(t)) * d.lo ? BoundedStep::kAccepted : BoundedStep::kUnknown;
@@ -832,8 +886,53 @@ struct LogitRows {
     return kt.row_weight_sums != nullptr && temperature_only(params, vocab) && target.type == Elem::kF32 &&
            (one_hot || draft.type == Elem::kF32) && i >= 0;
   }
+  // Note [Top-p upper bounds]: top-p alone (no top-k, no min-p) on float32 rows: the target's
+  // (and with `with_draft`, the draft's) row.
+  bool top_p_bounded(int64_t i, bool one_hot) const {
+    return kt.row_upper_weight_sums_above != nullptr && kt.row_upper_weight_sums != nullptr &&
+           !(params.top_k > 0 && params.top_k < vocab) && params.top_p < 1.0 && params.min_p <= 0.0 &&
+           target.type == Elem::kF32 && (one_hot || draft.type == Elem::kF32) && i >= 0;
+  }
+  // Token t of logits row x surely kept by top-p: its weight w_t (then its warped value) and
+  // an upper bound on the kept mass (the row's mass bounds it). ok false: not certain, or a
+  // malformed row (the exact warp reports it).
+  struct Kept {
+    bool ok = false;
+    double w_t = 0.0, p_hi = 0.0;
+  };
+  Kept surely_kept(const float* x, int64_t t) const {
+    Kept k;
+    const float z = row_z_max(kt, x, vocab, params.temperature);
+    if (std::isnan(z)) return k;
+    const float w_t = weight(x[t], params.temperature, z);
+    double lo = 0.0, hi = 0.0, above = 0.0;
+    if (!(w_t > 0.0f) || !top_p_mass_bounds(kt, x, vocab, params.temperature, z, w_t, &lo, &hi, &above)) return k;
+    // Kept iff the canonical mass of the weights > w_t is < top_p times the row's mass (a
+    // double product, rounded monotonically in the mass).
+    k.ok = above < params.top_p * lo;
+    k.w_t = w_t;
+    k.p_hi = hi;
+    return k;
+  }
+  // Note [Top-p upper bounds]: position i accepted where u q(t) P < p(t) Q holds for every P
+  // and Q in their ranges: p(t) = w(t) with t surely kept, P <= the row's mass, and the draft's
+  // kept mass Q >= top_p times its row's (q(t) <= its weight, kept or not).
+  bool surely_accepted_top_p(int64_t i, bool one_hot, int64_t t, double u) const {
+    const Kept kp = surely_kept(static_cast<const float*>(target.row(i).data), t);
+    if (!kp.ok) return false;
+    bool accepted = false;
+    if (one_hot) {
+      accepted = u * kp.p_hi < kp.w_t;  // q = onehot(t), Q = 1
+    } else {
+      const float* xq = static_cast<const float*>(draft.row(i).data);
+      const Cheap cq = cheap(xq, true);
+      accepted = cq.ok && u * cq.weight_at(xq, t, params.temperature) * kp.p_hi < kp.w_t * (params.top_p * cq.lo);
+    }
+    t_top_p_accepted += accepted;
+    return accepted;
+  }
   bool surely_accepted(int64_t i, bool one_hot, int64_t t, double u, double*, double*) const {
-    if (!bounded(i, one_hot)) return false;
+    if (!bounded(i, one_hot)) return top_p_bounded(i, one_hot) && surely_accepted_top_p(i, one_hot, t, u);
     WeightBounds& p = weight_bounds(0);
     const float* xp = static_cast<const float*>(target.row(i).data);
     const float* xq = one_hot ? nullptr : static_cast<const float*>(draft.row(i).data);
@@ -914,7 +1013,9 @@ struct LogitRows {
   }
   // Without a cheap look at the masses, every position tries the bounds first (a rejection
   // then pays for them on top of the exact warp: at most once a round).
-  bool likely_accepted(int64_t i, bool one_hot, int64_t, double, double, double) const { return bounded(i, one_hot); }
+  bool likely_accepted(int64_t i, bool one_hot, int64_t, double, double, double) const {
+    return bounded(i, one_hot) || top_p_bounded(i, one_hot);
+  }
   // Note [Tree bounds] on warped rows at temperature only (Note [Bounded warping]): node row
   // i's children decided from the approximate weights of its rows (kept by bound_weights),
   // whose block sums bound P and Q, and the exact weights at the children's tokens, as on
@@ -1373,6 +1474,7 @@ WarpScratch& warp_scratch(int64_t vocab) {
 }  // namespace
 
 int64_t bounded_draw_fallbacks() { return t_bounded_fallbacks; }
+int64_t top_p_bounded_acceptances() { return t_top_p_accepted; }
 
 Outcome accept_round(const KernelTable& kt, Rows target, Rows draft, const int64_t* tokens,
                      const double* uniforms, int64_t k, int64_t vocab, Method method) {

@@ -162,6 +162,28 @@ constexpr double kUpperWeightExcess = 1.0615;
 // from below, less tightly: w >= s (1 - e) / 1.0615 - 2^-126 (the float is at most 1.06146
 // times 2^(k + f)), so P >= (S (1 - 2^-19)(1 - e) / 1.0615 - n 2^-126)(1 - n 2^-53)(1 - 2^-40):
 // enough for the draft's Q in u q(t) P < p(t) Q where no draft bounds were handed over.
+// Note [Top-p upper bounds]
+// A position at top-p alone (no top-k, no min-p) that accepts needs no warp either: with
+// M the canonical mass of the row's weights w, G(t) that of the w(v) > w(t), and the rule
+// of Note [Warping] (t kept iff G(t) < top_p M, the kept mass P summed canonically with the
+// rest as +0.0):
+//  - t is surely kept where an upper bound on G(t) is below top_p times a lower bound on M;
+//    then the warped p(t) is the exact w(t);
+//  - P <= M (a canonical sum of fewer non-negative terms is no larger), so M's upper bound
+//    bounds P; and a draft's kept mass Q >= top_p M_q (its first token left out has at
+//    least top_p M_q strictly above it, and what is above it is the kept set), so top_p
+//    times a lower bound on M_q bounds Q from below, while q(t) <= w_q(t), kept or not;
+//  - so u q(t) P < p(t) Q holds where u w_q(t) M_hi < w(t) top_p M_q,lo (or, with the
+//    draft's bound handed over, u q(t) M_hi < w(t) Q_lo; one-hot, u M_hi < w(t)).
+// One pass of Note [Weight upper bounds]' floats s(v) gives both M's bounds and G(t)'s:
+// row_upper_weight_sums_above also sums the s(v) > tau, tau <= (w(t) - 2^-126) / (1 + e)
+// rounded down, which include every v with w(v) > w(t) (w(v) <= s(v) (1 + e) + 2^-126), so
+// the upper bound formula over those sums bounds G(t). The tests (an argmax pass and this
+// one) cost about two reads of the target row, where the warp they spare costs an argmax,
+// the approximate exp pass, a gather and the cutoff search; the bounds are loose (M_hi up to
+// 6% above M, and P is about top_p M), so positions whose u is within some 10-20% of the
+// acceptance boundary, and tokens whose G(t) is within as much of top_p M, go on to the
+// exact warp as before, having paid the two passes on top.
 constexpr double kWeightSumBound = 0x1.2p-19;  // >= (1 + 2^-20)(1 + gamma_16 = 2^-20 (1 + 2^-19)) - 1
 constexpr double kWeightSumFloor = 0x1p-138;   // >= 256 values * 2^-148 * (1 + 2^-19)
 
@@ -284,6 +306,11 @@ struct KernelTable {
   // into block_sum[num_blocks(n)], each within 2^-20 (1 + 2^-19) of the exact sum of its
   // float values.
   void (*row_upper_weight_sums)(const float* x, int64_t n, float c1, float c0, double* block_sum);
+  // Optional: Note [Top-p upper bounds]: row_upper_weight_sums into block_sum and, in the same
+  // pass, the block sums of the upper_weight values above tau alone (the others as +0.0)
+  // into above_sum, each as within its exact sum as row_upper_weight_sums' are.
+  void (*row_upper_weight_sums_above)(const float* x, int64_t n, float c1, float c0, float tau, double* block_sum,
+                                      double* above_sum);
 };
 
 // ---- instruction sets and their selection (dispatch.cpp) --------------------------------
@@ -403,9 +430,18 @@ Outcome accept_round(const KernelTable& kt, Rows target, Rows draft, const int64
 bool weight_mass_upper(const KernelTable& kt, const float* x, int64_t n, float temperature, double* upper,
                        float* z_max, double* lower = nullptr, bool z_max_known = false);
 
+// Note [Top-p upper bounds]: weight_mass_upper's bounds of row x's mass, lower and upper
+// (z_max: max x / temperature of this well-formed row), and an upper bound on the canonical
+// mass of its weights strictly greater than w_t, from one pass; false (nothing bounded) if
+// the path has no row_upper_weight_sums_above or |z_max| > 2^20.
+bool top_p_mass_bounds(const KernelTable& kt, const float* x, int64_t n, float temperature, float z_max, float w_t,
+                       double* lower, double* upper, double* above_upper);
+
 // How many draws on this thread Note [Bounded sampling] tried and left to the canonical
 // masses (not certain): a test hook (the results are the same either way).
 int64_t bounded_draw_fallbacks();
+// How many positions on this thread Note [Top-p upper bounds] accepted: a test hook.
+int64_t top_p_bounded_acceptances();
 
 // ---- warping (warp.cpp): Note [Warping] on raw rows -------------------------------------
 // A warped row: r(v) in `values` (n floats), its block masses and its mass. A row left

@@ -89,6 +89,11 @@ int main(int argc, char** argv) {
       const float c0 = static_cast<float>(0x1p23 * (127.0 - (x_max / 0.8f) * 1.4426950408889634));
       kt.row_upper_weight_sums(x.data(), n, c1, c0, blocks.data());
       sink += blocks[0];
+    } else if (kernel == "upper_weight_sums_above") {  // Note [Top-p upper bounds]: tau at weight 2^-4
+      const float c1 = static_cast<float>(0x1p23 * 1.4426950408889634 / 0.8);
+      const float c0 = static_cast<float>(0x1p23 * (127.0 - (x_max / 0.8f) * 1.4426950408889634));
+      kt.row_upper_weight_sums_above(x.data(), n, c1, c0, 0x1p-4f, blocks.data(), blocks_q.data());
+      sink += blocks[0] + blocks_q[0];
     } else if (kernel == "gather") {
       sink += static_cast<double>(kt.gather_at_least(w.data(), n, 0.5f, index.data()));
     } else if (kernel == "keep") {

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -1052,6 +1053,8 @@ sv::KernelTable without_bounds(const sv::KernelTable& kt) {
   t.row_sum_f32 = [](const float*, int64_t, float*) { return false; };
   t.row_block_sums = nullptr;  // nor Note [Bounded sampling]: canonical masses only
   t.residual_block_sums = nullptr;
+  t.row_upper_weight_sums = nullptr;  // nor Note [Weight upper bounds] / [Top-p upper bounds]
+  t.row_upper_weight_sums_above = nullptr;
   return t;
 }
 
@@ -1804,6 +1807,233 @@ void upper_weight_bound_tests(Rng& rng, const std::vector<const sv::KernelTable*
       }
     }
   }
+}
+
+// The canonical mass of the exact weights of row x strictly greater than w(t) (scalar path).
+double exact_mass_above(const std::vector<float>& x, float temperature, int64_t t) {
+  const int64_t n = static_cast<int64_t>(x.size());
+  int64_t top = 0;
+  sv::scalar_kernels().row_argmax(x.data(), n, &top);
+  const float z_max = x[top] / temperature;
+  std::vector<float> w(n);
+  std::vector<double> blocks(sv::num_blocks(n));
+  double mass = 0.0;
+  sv::scalar_kernels().row_weights(x.data(), n, temperature, z_max, w.data(), blocks.data(), &mass);
+  const float wt = w[t];
+  for (float& v : w) v = v > wt ? v : 0.0f;
+  sv::scalar_kernels().row_mass(w.data(), n, blocks.data(), &mass);
+  return mass;
+}
+
+// Note [Top-p upper bounds]' kernel and bounds: row_upper_weight_sums_above's first stream is
+// row_upper_weight_sums' bits on every path, and top_p_mass_bounds bounds the row's canonical
+// mass from both sides and the canonical mass of the weights strictly greater than w(t) from
+// above, no looser than Schraudolph's 6.2% over the weights above w(t) / 1.07 plus margins;
+// on rows of every kind, logits scaled up to 2^12, and on rows of weights at powers of two
+// (Schraudolph's float exact there, within roundings) with many copies a few ulps either
+// side of each, t taken among them, where only the margins cover a weight just above w(t)
+// whose float is not.
+void top_p_bound_kernel_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts) {
+  int64_t bounded_rows = 0;
+  const auto check_row = [&](const std::vector<float>& x, float temperature, int64_t t, const char* what) {
+    const int64_t n = static_cast<int64_t>(x.size());
+    float z_max = 0.0f;
+    const double mass = exact_weight_mass(x, temperature, &z_max);
+    if (std::isinf(z_max) || !(std::fabs(z_max) <= 0x1p20)) return;
+    const float wt = sv::weight(x[t], temperature, z_max);
+    const double above = exact_mass_above(x, temperature, t);
+    // Loose: every weight whose float can exceed tau, 1.0625 times, plus margins.
+    std::vector<float> w(n);
+    for (int64_t v = 0; v < n; ++v) w[v] = sv::weight(x[v], temperature, z_max);
+    double near_above = 0.0;
+    for (int64_t v = 0; v < n; ++v)
+      if (w[v] > wt / 1.07f) near_above += w[v];
+    const double e = 0x1p-15 + (std::fabs(z_max) + 104.0) * 0x1p-21;
+    const double loose = (near_above * 1.0625 * (1.0 + e) + static_cast<double>(n) * 0x1p-125) * (1.0 + 0x1p-18);
+    for (const sv::KernelTable* kt : kts) {
+      if (kt->row_upper_weight_sums_above == nullptr) continue;
+      double lo = -1.0, hi = 0.0, hi_above = 0.0;
+      const bool got = sv::top_p_mass_bounds(*kt, x.data(), n, temperature, z_max, wt, &lo, &hi, &hi_above);
+      char buf[240];
+      std::snprintf(buf, sizeof buf, "%s top_p_mass_bounds (%s): %.17g <= M %.17g <= %.17g; above w(t) %.17g <= "
+                    "%.17g <= %.17g, n=%lld T=%g", kt->name, what, lo, mass, hi, above, hi_above, loose,
+                    (long long)n, temperature);
+      check(got && lo <= mass && mass <= hi && above <= hi_above && hi_above <= loose, buf);
+      ++bounded_rows;
+      // The first stream is row_upper_weight_sums' (the same floats, summed in the same order).
+      const double log2e = 1.4426950408889634;
+      const float c1 = static_cast<float>(0x1p23 * log2e / temperature);
+      const float c0 = static_cast<float>(0x1p23 * (127.0 - static_cast<double>(z_max) * log2e));
+      const int64_t nb = sv::num_blocks(n);
+      std::vector<double> plain(nb), both(nb), masked(nb), all(nb), none(nb), unused(nb);
+      const float tau = wt * 0.75f;
+      kt->row_upper_weight_sums(x.data(), n, c1, c0, plain.data());
+      kt->row_upper_weight_sums_above(x.data(), n, c1, c0, tau, both.data(), masked.data());
+      kt->row_upper_weight_sums_above(x.data(), n, c1, c0, -1.0f, unused.data(), all.data());
+      kt->row_upper_weight_sums_above(x.data(), n, c1, c0, std::numeric_limits<float>::infinity(), unused.data(),
+                                      none.data());
+      // Tau below every float: the second stream is the first; above every float: zeros.
+      bool same = true;
+      for (int64_t b = 0; b < nb; ++b)
+        same &= bits(plain[b]) == bits(both[b]) && bits(plain[b]) == bits(all[b]) && none[b] == 0.0;
+      // The second stream at tau: the block sums of the floats above tau, within 2^-20 (1 +
+      // 2^-19), on the scalar path (the paths that fuse x c1 + c0 have floats of their own).
+      bool near = true;
+      for (int64_t b = 0; b < nb && std::strcmp(kt->name, "scalar") == 0; ++b) {
+        double exact = 0.0;
+        for (int64_t v = b * sv::kMassBlock; v < std::min(n, (b + 1) * sv::kMassBlock); ++v) {
+          const float f = sv::upper_weight<sv::ScalarOps>(x[v], c1, c0);
+          if (f > tau) exact += f;
+        }
+        near &= std::fabs(masked[b] - exact) <= exact * 0x1p-20 * (1.0 + 0x1p-19);
+      }
+      check(same && near, std::string(kt->name) + " row_upper_weight_sums_above's streams (" + what + ")");
+    }
+  };
+  for (int r = 0; r < 240; ++r) {
+    const int64_t n = 1 + rng.below(r < 200 ? 3000 : 140000);
+    std::vector<float> x = make_logits(rng, n, static_cast<int>(rng.below(5)));
+    x[rng.below(n)] = 1.0f;
+    const float scales[] = {1.0f, 1.0f, 30.0f, 4096.0f};
+    const float scale = scales[rng.below(4)];
+    for (float& v : x) v *= scale;
+    const float temps[] = {1.0f, 0.7f, 1.3f, 0.05f, 3.0f};
+    const float temperature = temps[rng.below(5)];
+    int64_t top = 0;
+    sv::scalar_kernels().row_argmax(x.data(), n, &top);
+    check_row(x, temperature, rng.below(2) ? top : rng.below(n), "random rows");
+  }
+  for (const float temperature : {1.0f, 0.7f, 0.05f}) {
+    for (const float z_max : {0.0f, 17.25f, -3000.5f, 20000.0f}) {
+      std::vector<float> x;
+      std::vector<int64_t> at_powers;
+      for (int k = 0; k <= 40; ++k) {
+        float v = static_cast<float>((z_max - k * 0.6931471805599453) * temperature);
+        for (int j = 0; j < 7; ++j, v = std::nextafter(v, j < 4 ? 1e30f : -1e30f)) {
+          if (j == 0) at_powers.push_back(static_cast<int64_t>(x.size()));
+          for (int copies = 40; copies > 0; --copies) x.push_back(v);
+        }
+      }
+      x.push_back(z_max * temperature);
+      for (size_t i = 0; i < at_powers.size(); i += 3) check_row(x, temperature, at_powers[i], "powers of two");
+    }
+  }
+  check(bounded_rows >= 200, "top_p_mass_bounds bounded rows (" + std::to_string(bounded_rows) + ")");
+}
+
+// Rows whose weights sit at powers of two (Schraudolph's float within roundings of them,
+// so the mass bounds are tight but for the lower one's 1.0615): a top group of `top`
+// weights 1, then `mid` weights 2^-1 .. 2^-4 and the rest 2^-30 (n >= 1 + top + mid).
+std::vector<float> power_row(Rng& rng, int64_t n, int64_t top, int64_t mid, float temperature) {
+  std::vector<float> x(n, static_cast<float>(-30.0 * 0.6931471805599453 * temperature));
+  for (int64_t i = 0; i < top + mid; ++i) {
+    const int k = i < top ? 0 : 1 + static_cast<int>(rng.below(4));
+    x[rng.below(n)] = static_cast<float>(-k * 0.6931471805599453 * temperature);
+  }
+  return x;
+}
+
+// Note [Top-p upper bounds] in rounds: accept_logits at top-p alone (with draft rows, with
+// their handed-over bounds, and one-hot) gives the outcome of the exact rule on every path,
+// for rows where those bounds are tight enough to decide: weights at powers of two (a
+// kept token t in a target's top group of 1 to 4, drafts whose top-p cut removes much of
+// their mass, so that Q is well below the draft row's mass and P near the target's, and
+// random rows of every kind), top_p from 0.3 to 0.999, uniforms random and at the exact
+// acceptance boundary u = p(t) Q / (q(t) P) and a few ulps either side; the bounds must have
+// accepted positions. A bound that took the draft's row mass for Q, or top_p times the
+// target's row mass for P, would accept here where the rule rejects.
+void top_p_bound_rounds(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int count, int64_t max_n) {
+  const sv::Rows none{nullptr, 0};
+  const int64_t before = sv::top_p_bounded_acceptances();
+  int64_t positions = 0;
+  for (int r = 0; r < count; ++r) {
+    const int64_t k = 1 + rng.below(4);
+    const int64_t n = 16 + rng.below(max_n);
+    sv::WarpParams params;
+    const float temps[] = {1.0f, 0.7f, 1.3f};
+    params.temperature = temps[rng.below(3)];
+    const double top_ps[] = {0.3, 0.5, 0.7, 0.9, 0.999};
+    params.top_p = top_ps[rng.below(5)];
+    const bool powers = rng.below(4) != 0;
+    const int kind = static_cast<int>(rng.below(5));
+    std::vector<float> target((k + 1) * n), draft(k * n);
+    std::vector<int64_t> tokens(k);
+    for (int64_t i = 0; i <= k; ++i) {
+      std::vector<float> row = powers ? power_row(rng, n, 1 + rng.below(4), rng.below(8), params.temperature)
+                                      : make_logits(rng, n, kind);
+      int64_t top = 0;
+      row[rng.below(n)] = powers ? 0.0f : 1.0f;  // (a finite value; for powers, one more weight 1)
+      sv::scalar_kernels().row_argmax(row.data(), n, &top);
+      std::copy(row.begin(), row.end(), target.begin() + i * n);
+      if (i == k) break;
+      // A draft whose top token is the target's top token (kept in both), its other mass
+      // largely cut; or a draft near the target.
+      std::vector<float> d = powers ? power_row(rng, n, 1, 1 + rng.below(8), params.temperature) : row;
+      if (powers) {
+        int64_t dtop = 0;
+        sv::scalar_kernels().row_argmax(d.data(), n, &dtop);
+        std::swap(d[dtop], d[top]);
+      } else {
+        for (float& v : d)
+          if (std::isfinite(v)) v += static_cast<float>(0.2 * (rng.uniform() - 0.5));
+      }
+      std::copy(d.begin(), d.end(), draft.begin() + i * n);
+      tokens[i] = rng.below(4) != 0 ? top : rng.below(n);
+    }
+    // The exact warps, for boundary uniforms.
+    std::vector<float> wp(n), wq(n);
+    std::vector<double> bp(sv::num_blocks(n)), bq(sv::num_blocks(n));
+    sv::WarpedRow rp{wp.data(), bp.data(), 0.0}, rq{wq.data(), bq.data(), 0.0};
+    const int64_t j = rng.below(k);
+    sv::warp_row(sv::scalar_kernels(), target.data() + j * n, n, params, &rp);
+    sv::warp_row(sv::scalar_kernels(), draft.data() + j * n, n, params, &rq);
+    std::vector<double> u(k + 1), u1(k + 1);
+    for (int64_t i = 0; i <= k; ++i) u[i] = u1[i] = rng.uniform();
+    if (rng.below(2) == 0) {  // position j at its boundary, the ones before it accepted
+      for (int64_t i = 0; i < j; ++i) u[i] = u1[i] = 0.0;
+      const double pt = wp[tokens[j]], qt = wq[tokens[j]];
+      if (pt > 0.0 && qt > 0.0) u[j] = std::min(pt * rq.mass / (qt * rp.mass), 0x1.fffffffffffffp-1);
+      if (pt > 0.0) u1[j] = std::min(pt / rp.mass, 0x1.fffffffffffffp-1);
+      const int64_t nudge = rng.below(7) - 3;
+      for (int64_t z = 0; z < std::abs(nudge); ++z) {
+        u[j] = std::nextafter(u[j], nudge < 0 ? 0.0 : 1.0);
+        u1[j] = std::nextafter(u1[j], nudge < 0 ? 0.0 : 1.0);
+      }
+    }
+    const sv::Rows t_rows{target.data(), n}, d_rows{draft.data(), n};
+    for (const sv::KernelTable* kt : kts) {
+      const sv::KernelTable exact = without_bounds(*kt);
+      char buf[200];
+      std::snprintf(buf, sizeof buf, "%s top-p bounded round %d k=%lld n=%lld top_p=%g T=%g %s", kt->name, r,
+                    (long long)k, (long long)n, params.top_p, params.temperature, powers ? "powers" : "random");
+      std::vector<sv::DraftBound> bounds(k);
+      for (int64_t i = 0; i < k; ++i) {
+        const sv::Outcome s = sv::sample_round(*kt, draft.data() + i * n, n, params, 0.5, &bounds[i]);
+        if (s.token != tokens[i]) {  // bounds are the drawn token's: draw it by its weight's range
+          sv::WarpedRow w{wq.data(), bq.data(), 0.0};
+          sv::warp_row(sv::scalar_kernels(), draft.data() + i * n, n, params, &w);
+          bounds[i] = sv::DraftBound{wq[tokens[i]], w.mass, w.mass};
+        }
+      }
+      const sv::Outcome want = sv::accept_logits_round(exact, t_rows, d_rows, tokens.data(), u.data(), k, n, params);
+      const sv::Outcome got = sv::accept_logits_round(*kt, t_rows, d_rows, tokens.data(), u.data(), k, n, params);
+      const sv::Outcome handed = sv::accept_logits_round(*kt, t_rows, d_rows, tokens.data(), u.data(), k, n, params,
+                                                         sv::Method::kToken, bounds.data());
+      const sv::Outcome want1 = sv::accept_logits_round(exact, t_rows, none, tokens.data(), u1.data(), k, n, params);
+      const sv::Outcome got1 = sv::accept_logits_round(*kt, t_rows, none, tokens.data(), u1.data(), k, n, params);
+      const auto same = [](const sv::Outcome& a, const sv::Outcome& b) {
+        return a.error == b.error && a.n_accepted == b.n_accepted && a.token == b.token;
+      };
+      check(want.error == sv::InputError::kNone && same(got, want) && same(handed, want),
+            std::string(buf) + ": accept_logits, with draft rows and with their bounds");
+      check(want1.error == sv::InputError::kNone && same(got1, want1), std::string(buf) + ": accept_logits one-hot");
+      positions += 3 * k;
+    }
+  }
+  const int64_t accepted = sv::top_p_bounded_acceptances() - before;
+  if (count >= 100)
+    check(accepted * 20 >= positions, "Note [Top-p upper bounds] accepted positions (" + std::to_string(accepted) +
+                                          " of " + std::to_string(positions) + ")");
 }
 
 // `rows` rows of n logits of one kind (make_logits), one after another, each with a finite
@@ -2747,8 +2977,21 @@ void batch_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int r
 
 }  // namespace
 
+// Arguments: --quick (fewer rounds: the emulated runs), --seed N (another random stream, for
+// soak runs beyond the fixed one `make native` uses).
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  bool quick = false;
+  uint64_t seed = 20261129;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) {
+      quick = true;
+    } else if (std::strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
+      seed = std::strtoull(argv[++i], nullptr, 10);
+    } else {
+      std::fprintf(stderr, "usage: %s [--quick] [--seed N]\n", argv[0]);
+      return 2;
+    }
+  }
   const std::vector<const sv::KernelTable*> kts = paths();
   std::printf("paths:");
   for (const auto* kt : kts) std::printf(" %s", kt->name);
@@ -2767,7 +3010,8 @@ int main(int argc, char** argv) {
       std::printf("path %s: NOT TESTED here, this CPU cannot run it\n", name);
   }
 
-  Rng rng{20261129};
+  std::printf("seed %llu%s\n", static_cast<unsigned long long>(seed), quick ? ", quick" : "");
+  Rng rng{seed};
   std::vector<int64_t> sizes;
   for (int64_t n = 1; n <= 80; ++n) sizes.push_back(n);
   for (int64_t n : {127, 128, 129, 255, 256, 257, 1000, 1023, 1024, 1025, 1039, 1040, 1041, 2047,
@@ -2796,6 +3040,9 @@ int main(int argc, char** argv) {
   bounded_block_tests(rng, kts, quick ? 4 : 20, 160000);
   bounded_warping_kernels(rng, kts);
   upper_weight_bound_tests(rng, kts);
+  top_p_bound_kernel_tests(rng, kts);
+  top_p_bound_rounds(rng, kts, quick ? 150 : 1200, 3000);
+  top_p_bound_rounds(rng, kts, quick ? 4 : 20, 160000);
   bounded_warping_rounds(rng, kts, quick ? 200 : 1500, 3000);
   bounded_warping_rounds(rng, kts, quick ? 6 : 30, 160000);
   draft_bound_tests(rng, kts, quick ? 150 : 1200, 3000);
