@@ -484,6 +484,8 @@ struct ProbRows {
     return kt.row_block_sums != nullptr && kt.residual_block_sums != nullptr &&
            target.row(i).type == Elem::kF32 && draft.row(i).type == Elem::kF32;
   }
+  // A node's first child without draft rows, accepted where certain (logits rows only).
+  bool surely_first_child(int64_t, int64_t, double) const { return false; }
 
   // Note [Bounded sampling]: a draw from target row i with uniform u from its float32 block
   // sums (into p's block masses, which read_target overwrites), if certain; false means
@@ -1026,7 +1028,10 @@ struct LogitRows {
   int64_t bounded_node(int64_t i, int64_t c, const std::vector<int64_t>& next, const int64_t* tokens,
                        const double* u, double u_draw, Position& at, double* fr, double* ferr, int64_t* token,
                        double*, double*) const {
-    if (!bounded(i, false) || kt.residual_block_sums == nullptr) return -1;
+    if (!bounded(i, false)) {  // Note [Top-p upper bounds]: the first child, as a chain position
+      return top_p_bounded(i, false) && surely_accepted_top_p(i, false, tokens[c], u[c]) ? c : -1;
+    }
+    if (kt.residual_block_sums == nullptr) return -1;
     const float* xp = static_cast<const float*>(target.row(i).data);
     const float* xq = static_cast<const float*>(draft.row(i).data);
     // Note [Weight upper bounds] first: the first child accepted from two passes of about a
@@ -1069,7 +1074,18 @@ struct LogitRows {
     return chained_children(kt, ch, c, next, tokens, u, u_draw, wp, wq, fp, fq, false, fr, ferr, token,
                             [&p, &q](int64_t v) { return std::make_pair(p.weight_at(v), q.weight_at(v)); });
   }
-  bool bounded_node_worth(int64_t i) const { return bounded(i, false); }
+  bool bounded_node_worth(int64_t i) const { return bounded(i, false) || top_p_bounded(i, false); }
+  // A node's first child without draft rows (accepted iff u P < p(t), as a one-hot chain
+  // position), where certain: Note [Weight upper bounds] at temperature only, Note [Top-p
+  // upper bounds] at top-p alone.
+  bool surely_first_child(int64_t i, int64_t t, double u) const {
+    if (bounded(i, true)) {
+      const float* xp = static_cast<const float*>(target.row(i).data);
+      const Cheap cp = cheap(xp, false);
+      return cp.ok && u * cp.hi < cp.weight_at(xp, t, params.temperature);
+    }
+    return top_p_bounded(i, true) && surely_accepted_top_p(i, true, t, u);
+  }
 };
 
 // A draw from row p (mass > 0) with uniform u.
@@ -1687,6 +1703,11 @@ Outcome tree_sampled(const KernelTable& kt, const Reader& rows, bool independent
         node = child;
         continue;
       }
+    }
+    if (!independent && rows.surely_first_child(row, tokens[first], u[first])) {
+      path[depth++] = first;
+      node = first;
+      continue;
     }
     // The draft row only where children are tried (side by side with the target row, the
     // target's errors first, as accept reads a position).

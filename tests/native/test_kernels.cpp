@@ -1941,7 +1941,8 @@ std::vector<float> power_row(Rng& rng, int64_t n, int64_t top, int64_t mid, floa
 // random rows of every kind), top_p from 0.3 to 0.999, uniforms random and at the exact
 // acceptance boundary u = p(t) Q / (q(t) P) and a few ulps either side; the bounds must have
 // accepted positions. A bound that took the draft's row mass for Q, or top_p times the
-// target's row mass for P, would accept here where the rule rejects.
+// target's row mass for P, would accept here where the rule rejects. The same rounds as
+// chains of tree nodes (verify_tree's first children), and at temperature only too.
 void top_p_bound_rounds(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int count, int64_t max_n) {
   const sv::Rows none{nullptr, 0};
   const int64_t before = sv::top_p_bounded_acceptances();
@@ -1952,8 +1953,8 @@ void top_p_bound_rounds(Rng& rng, const std::vector<const sv::KernelTable*>& kts
     sv::WarpParams params;
     const float temps[] = {1.0f, 0.7f, 1.3f};
     params.temperature = temps[rng.below(3)];
-    const double top_ps[] = {0.3, 0.5, 0.7, 0.9, 0.999};
-    params.top_p = top_ps[rng.below(5)];
+    const double top_ps[] = {0.3, 0.5, 0.7, 0.9, 0.999, 1.0};  // (1: temperature only, Note [Weight upper bounds])
+    params.top_p = top_ps[rng.below(6)];
     const bool powers = rng.below(4) != 0;
     const int kind = static_cast<int>(rng.below(5));
     std::vector<float> target((k + 1) * n), draft(k * n);
@@ -2027,7 +2028,21 @@ void top_p_bound_rounds(Rng& rng, const std::vector<const sv::KernelTable*>& kts
       check(want.error == sv::InputError::kNone && same(got, want) && same(handed, want),
             std::string(buf) + ": accept_logits, with draft rows and with their bounds");
       check(want1.error == sv::InputError::kNone && same(got1, want1), std::string(buf) + ": accept_logits one-hot");
-      positions += 3 * k;
+      // The same rounds as chains of tree nodes (a node's first child tries the same tests):
+      // children drawn from the draft rows, and deterministic children (one-hot).
+      std::vector<float> tree_draft = draft;
+      tree_draft.insert(tree_draft.end(), target.end() - n, target.end());  // the leaf's (never read)
+      std::vector<int64_t> chain(k), path(k + 1, -1), path1(k + 1, -1);
+      for (int64_t i = 0; i < k; ++i) chain[i] = i - 1;
+      const sv::Outcome tree = sv::tree_round(*kt, t_rows, sv::Rows{tree_draft.data(), n}, tokens.data(), chain.data(),
+                                              k, u.data(), n, &params, path.data());
+      const sv::Outcome tree1 =
+          sv::tree_round(*kt, t_rows, none, tokens.data(), chain.data(), k, u1.data(), n, &params, path1.data());
+      bool chained = same(tree, want) && same(tree1, want1);
+      for (int64_t d = 0; d < tree.n_accepted && d < k; ++d) chained &= path[d] == d;
+      for (int64_t d = 0; d < tree1.n_accepted && d < k; ++d) chained &= path1[d] == d;
+      check(chained, std::string(buf) + ": the chains as trees");
+      positions += 5 * k;
     }
   }
   const int64_t accepted = sv::top_p_bounded_acceptances() - before;
