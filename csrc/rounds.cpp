@@ -897,18 +897,19 @@ struct LogitRows {
   }
   // Token t of logits row x surely kept by top-p: its weight w_t (then its warped value) and
   // an upper bound on the kept mass (the row's mass bounds it). ok false: not certain, or a
-  // malformed row (the exact warp reports it).
+  // malformed row (the exact warp reports it), or w_t <= at_least (then the caller's test
+  // fails whatever the bounds: the pass is spared).
   struct Kept {
     bool ok = false;
     double w_t = 0.0, p_hi = 0.0;
   };
-  Kept surely_kept(const float* x, int64_t t) const {
+  Kept surely_kept(const float* x, int64_t t, double at_least = 0.0) const {
     Kept k;
     const float z = row_z_max(kt, x, vocab, params.temperature);
     if (std::isnan(z)) return k;
     const float w_t = weight(x[t], params.temperature, z);
     double lo = 0.0, hi = 0.0, above = 0.0;
-    if (!(w_t > 0.0f) || !top_p_mass_bounds(kt, x, vocab, params.temperature, z, w_t, &lo, &hi, &above)) return k;
+    if (!(w_t > at_least) || !top_p_mass_bounds(kt, x, vocab, params.temperature, z, w_t, &lo, &hi, &above)) return k;
     // Kept iff the canonical mass of the weights > w_t is < top_p times the row's mass (a
     // double product, rounded monotonically in the mass).
     k.ok = above < params.top_p * lo;
@@ -920,7 +921,8 @@ struct LogitRows {
   // and Q in their ranges: p(t) = w(t) with t surely kept, P <= the row's mass, and the draft's
   // kept mass Q >= top_p times its row's (q(t) <= its weight, kept or not).
   bool surely_accepted_top_p(int64_t i, bool one_hot, int64_t t, double u) const {
-    const Kept kp = surely_kept(static_cast<const float*>(target.row(i).data), t);
+    // One-hot: u M_hi < w(t) needs w(t) > u, since M >= 1 (the largest weight is 1).
+    const Kept kp = surely_kept(static_cast<const float*>(target.row(i).data), t, one_hot ? u : 0.0);
     if (!kp.ok) return false;
     bool accepted = false;
     if (one_hot) {
@@ -1081,7 +1083,11 @@ struct LogitRows {
   bool surely_first_child(int64_t i, int64_t t, double u) const {
     if (bounded(i, true)) {
       const float* xp = static_cast<const float*>(target.row(i).data);
-      const Cheap cp = cheap(xp, false);
+      // u M_hi < w(t) needs w(t) > u (M >= 1: the largest weight is 1): the argmax pass alone
+      // rules out most rejections.
+      const float z = row_z_max(kt, xp, vocab, params.temperature);
+      if (std::isnan(z) || !(weight(xp[t], params.temperature, z) > u)) return false;
+      const Cheap cp = cheap(xp, false, z);
       return cp.ok && u * cp.hi < cp.weight_at(xp, t, params.temperature);
     }
     return top_p_bounded(i, true) && surely_accepted_top_p(i, true, t, u);
