@@ -888,17 +888,17 @@ struct LogitRows {
     return kt.row_weight_sums != nullptr && temperature_only(params, vocab) && target.type == Elem::kF32 &&
            (one_hot || draft.type == Elem::kF32) && i >= 0;
   }
-  // Note [Top-p upper bounds]: top-p alone (no top-k, no min-p) on float32 rows: the target's
-  // (and with `with_draft`, the draft's) row.
+  // Note [Top-p upper bounds]: top-p and/or min-p, no top-k, on float32 rows (the target's,
+  // and unless one_hot the draft's).
   bool top_p_bounded(int64_t i, bool one_hot) const {
     return kt.row_upper_weight_sums_above != nullptr && kt.row_upper_weight_sums != nullptr &&
-           !(params.top_k > 0 && params.top_k < vocab) && params.top_p < 1.0 && params.min_p <= 0.0 &&
+           !(params.top_k > 0 && params.top_k < vocab) && (params.top_p < 1.0 || params.min_p > 0.0) &&
            target.type == Elem::kF32 && (one_hot || draft.type == Elem::kF32) && i >= 0;
   }
-  // Token t of logits row x surely kept by top-p: its weight w_t (then its warped value) and
-  // an upper bound on the kept mass (the row's mass bounds it). ok false: not certain, or a
-  // malformed row (the exact warp reports it), or w_t <= at_least (then the caller's test
-  // fails whatever the bounds: the pass is spared).
+  // Token t of logits row x surely kept by top-p and min-p: its weight w_t (then its warped
+  // value) and an upper bound on the kept mass (the row's mass bounds it). ok false: not
+  // certain, or a malformed row (the exact warp reports it), or w_t <= at_least (then the
+  // caller's test fails whatever the bounds: the pass is spared).
   struct Kept {
     bool ok = false;
     double w_t = 0.0, p_hi = 0.0;
@@ -908,18 +908,27 @@ struct LogitRows {
     const float z = row_z_max(kt, x, vocab, params.temperature);
     if (std::isnan(z)) return k;
     const float w_t = weight(x[t], params.temperature, z);
+    if (!(w_t > at_least)) return k;
+    if (params.min_p > 0.0 && !(w_t >= min_p_threshold(params.min_p))) return k;  // min-p drops t
     double lo = 0.0, hi = 0.0, above = 0.0;
-    if (!(w_t > at_least) || !top_p_mass_bounds(kt, x, vocab, params.temperature, z, w_t, &lo, &hi, &above)) return k;
-    // Kept iff the canonical mass of the weights > w_t is < top_p times the row's mass (a
-    // double product, rounded monotonically in the mass).
-    k.ok = above < params.top_p * lo;
+    if (params.top_p < 1.0) {
+      if (!top_p_mass_bounds(kt, x, vocab, params.temperature, z, w_t, &lo, &hi, &above)) return k;
+      // Kept iff the canonical mass of the weights > w_t is < top_p times the row's mass (a
+      // double product, rounded monotonically in the mass).
+      if (!(above < params.top_p * lo)) return k;
+    } else {
+      float zk = z;
+      if (!weight_mass_upper(kt, x, vocab, params.temperature, &hi, &zk, nullptr, true)) return k;
+    }
+    k.ok = true;
     k.w_t = w_t;
     k.p_hi = hi;
     return k;
   }
   // Note [Top-p upper bounds]: position i accepted where u q(t) P < p(t) Q holds for every P
-  // and Q in their ranges: p(t) = w(t) with t surely kept, P <= the row's mass, and the draft's
-  // kept mass Q >= top_p times its row's (q(t) <= its weight, kept or not).
+  // and Q in their ranges: p(t) = w(t) with t surely kept, P <= the row's mass, and the
+  // draft's kept mass Q >= top_p times its row's, or >= 1 with min-p (its largest weight, 1,
+  // is always kept); q(t) <= its weight, kept or not.
   bool surely_accepted_top_p(int64_t i, bool one_hot, int64_t t, double u) const {
     // One-hot: u M_hi < w(t) needs w(t) > u, since M >= 1 (the largest weight is 1).
     const Kept kp = surely_kept(static_cast<const float*>(target.row(i).data), t, one_hot ? u : 0.0);
@@ -929,8 +938,13 @@ struct LogitRows {
       accepted = u * kp.p_hi < kp.w_t;  // q = onehot(t), Q = 1
     } else {
       const float* xq = static_cast<const float*>(draft.row(i).data);
-      const Cheap cq = cheap(xq, true);
-      accepted = cq.ok && u * cq.weight_at(xq, t, params.temperature) * kp.p_hi < kp.w_t * (params.top_p * cq.lo);
+      if (params.min_p > 0.0) {
+        const float zq = row_z_max(kt, xq, vocab, params.temperature);
+        accepted = !std::isnan(zq) && u * weight(xq[t], params.temperature, zq) * kp.p_hi < kp.w_t;
+      } else {
+        const Cheap cq = cheap(xq, true);
+        accepted = cq.ok && u * cq.weight_at(xq, t, params.temperature) * kp.p_hi < kp.w_t * (params.top_p * cq.lo);
+      }
     }
     t_top_p_accepted += accepted;
     return accepted;

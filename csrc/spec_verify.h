@@ -163,7 +163,7 @@ constexpr double kUpperWeightExcess = 1.0615;
 // times 2^(k + f)), so P >= (S (1 - 2^-19)(1 - e) / 1.0615 - n 2^-126)(1 - n 2^-53)(1 - 2^-40):
 // enough for the draft's Q in u q(t) P < p(t) Q where no draft bounds were handed over.
 // Note [Top-p upper bounds]
-// A position at top-p alone (no top-k, no min-p) that accepts needs no warp either: with
+// A position at top-p and/or min-p (no top-k) that accepts needs no warp either: with
 // M the canonical mass of the row's weights w, G(t) that of the w(v) > w(t), and the rule
 // of Note [Warping] (t kept iff G(t) < top_p M, the kept mass P summed canonically with the
 // rest as +0.0):
@@ -175,6 +175,9 @@ constexpr double kUpperWeightExcess = 1.0615;
 //    times a lower bound on M_q bounds Q from below, while q(t) <= w_q(t), kept or not;
 //  - so u q(t) P < p(t) Q holds where u w_q(t) M_hi < w(t) top_p M_q,lo (or, with the
 //    draft's bound handed over, u q(t) M_hi < w(t) Q_lo; one-hot, u M_hi < w(t)).
+// min-p after top-p (or alone) keeps t iff also w(t) >= min_p's float, and leaves P <= M;
+// a draft's Q is then only known to be >= 1 (its largest weight, 1, is always kept), so
+// without handed-over bounds a draft row passes only where u w_q(t) M_hi < w(t).
 // One pass of Note [Weight upper bounds]' floats s(v) gives both M's bounds and G(t)'s:
 // row_upper_weight_sums_above also sums the s(v) > tau, tau <= (w(t) - 2^-126) / (1 + e)
 // rounded down, which include every v with w(v) > w(t) (w(v) <= s(v) (1 + e) + 2^-126), so
@@ -453,6 +456,9 @@ struct WarpedRow {
   double mass;
   float floor = 0.0f;
 };
+// min-p's threshold on the weights (Note [Warping] 5: w(v) >= min_p as reals): the smallest
+// float >= min_p.
+float min_p_threshold(double min_p);
 
 // Warps logits row x (n values) into out (buffers of n floats and num_blocks(n) doubles,
 // owned by the caller). params.temperature > 0. Returns kNone, or the error of a malformed

@@ -460,12 +460,7 @@ Outcome warp_row_lazy(const KernelTable& kt, const float* x, int64_t n, const Wa
     }
   }
   const float cut = t;
-  if (params.min_p > 0.0) {
-    // w(v) >= min_p as reals: the smallest float >= min_p.
-    float mp = static_cast<float>(params.min_p);
-    if (static_cast<double>(mp) < params.min_p) mp = std::nextafter(mp, 2.0f);
-    t = std::max(t, mp);
-  }
+  if (params.min_p > 0.0) t = std::max(t, min_p_threshold(params.min_p));
   if (!(t > 0.0f)) return Outcome{};  // r = w (after top-k): every weight is >= +0.0
   // r(v) = w(v) >= t ? w(v) : +0.0, its masses over the candidates (Note [Sparse masses]);
   // the values below t stay in `values`, to be read as +0.0.
@@ -479,6 +474,13 @@ Outcome warp_row_lazy(const KernelTable& kt, const float* x, int64_t n, const Wa
   }
   out->floor = t;
   return Outcome{};
+}
+
+float min_p_threshold(double min_p) {
+  // w(v) >= min_p as reals: the smallest float >= min_p.
+  float mp = static_cast<float>(min_p);
+  if (static_cast<double>(mp) < min_p) mp = std::nextafter(mp, 2.0f);
+  return mp;
 }
 
 void materialize(const KernelTable& kt, float* values, int64_t n, float floor) {

@@ -1938,7 +1938,8 @@ std::vector<float> power_row(Rng& rng, int64_t n, int64_t top, int64_t mid, floa
 // for rows where those bounds are tight enough to decide: weights at powers of two (a
 // kept token t in a target's top group of 1 to 4, drafts whose top-p cut removes much of
 // their mass, so that Q is well below the draft row's mass and P near the target's, and
-// random rows of every kind), top_p from 0.3 to 0.999, uniforms random and at the exact
+// random rows of every kind), top_p from 0.3 to 0.999 (and 1), a third with min-p after it
+// (or alone), uniforms random and at the exact
 // acceptance boundary u = p(t) Q / (q(t) P) and a few ulps either side; the bounds must have
 // accepted positions. A bound that took the draft's row mass for Q, or top_p times the
 // target's row mass for P, would accept here where the rule rejects. The same rounds as
@@ -1955,6 +1956,8 @@ void top_p_bound_rounds(Rng& rng, const std::vector<const sv::KernelTable*>& kts
     params.temperature = temps[rng.below(3)];
     const double top_ps[] = {0.3, 0.5, 0.7, 0.9, 0.999, 1.0};  // (1: temperature only, Note [Weight upper bounds])
     params.top_p = top_ps[rng.below(6)];
+    const double min_ps[] = {0.05, 0.2, 0.4};  // min-p after top-p, or alone
+    if (rng.below(3) == 0) params.min_p = min_ps[rng.below(3)];
     const bool powers = rng.below(4) != 0;
     const int kind = static_cast<int>(rng.below(5));
     std::vector<float> target((k + 1) * n), draft(k * n);
@@ -2005,8 +2008,9 @@ void top_p_bound_rounds(Rng& rng, const std::vector<const sv::KernelTable*>& kts
     for (const sv::KernelTable* kt : kts) {
       const sv::KernelTable exact = without_bounds(*kt);
       char buf[200];
-      std::snprintf(buf, sizeof buf, "%s top-p bounded round %d k=%lld n=%lld top_p=%g T=%g %s", kt->name, r,
-                    (long long)k, (long long)n, params.top_p, params.temperature, powers ? "powers" : "random");
+      std::snprintf(buf, sizeof buf, "%s top-p bounded round %d k=%lld n=%lld top_p=%g min_p=%g T=%g %s", kt->name, r,
+                    (long long)k, (long long)n, params.top_p, params.min_p, params.temperature,
+                    powers ? "powers" : "random");
       std::vector<sv::DraftBound> bounds(k);
       for (int64_t i = 0; i < k; ++i) {
         const sv::Outcome s = sv::sample_round(*kt, draft.data() + i * n, n, params, 0.5, &bounds[i]);
