@@ -445,6 +445,20 @@ Outcome warp_row_lazy(const KernelTable& kt, const float* x, int64_t n, const Wa
     } else {
       t_misses = 0;
     }
+  } else if (!top_k && params.top_p >= 1.0 && params.min_p > 0.0 && kt.row_weight_sums != nullptr) {
+    // Note [Bounded warping] for min-p alone: its threshold is known, so the approximate
+    // weights need only find the candidates (gather_exact: every weight that can reach the
+    // threshold, made exact, those that do kept in the candidates); the rest of w stays
+    // approximate but below the threshold, so the lazy row reads it as +0.0. min-p's
+    // threshold is applied below, over the candidates.
+    kt.row_weight_sums(x, n, params.temperature, z_max, w, s.approx_sums.data());
+    const ExactWeights exact{x, params.temperature, z_max};
+    double kept = 0.0;
+    const int64_t got = gather_exact(kt, w, n, min_p_threshold(params.min_p), exact, s.candidates.data(), &kept);
+    if (got > 0) {  // (the weight-1 token is always kept; got < 0: a subnormal threshold)
+      m = static_cast<size_t>(got);
+      decided = true;
+    }
   }
   if (!decided) {
     kt.row_weights(x, n, params.temperature, z_max, w, out->blocks, &out->mass);

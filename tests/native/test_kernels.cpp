@@ -2089,7 +2089,7 @@ void bounded_warping_rounds(Rng& rng, const std::vector<const sv::KernelTable*>&
     const float temps[] = {1.0f, 0.7f, 1.3f, 0.05f};
     params.temperature = temps[rng.below(4)];
     if (rng.below(2) == 0) params.top_p = rng.below(4) == 0 ? 0.999 : 0.05 + 0.9 * rng.uniform();  // bounded too
-    if (rng.below(4) == 0) params.min_p = 0.2 * rng.uniform();  // after top-p: bounded; alone: exact
+    if (rng.below(4) == 0) params.min_p = 0.2 * rng.uniform();  // after top-p or alone: bounded
     std::vector<int64_t> tokens(k);
     for (int64_t i = 0; i < k; ++i) tokens[i] = rng.below(n);
     // The exact warped rows (scalar), for boundary uniforms.
