@@ -406,22 +406,24 @@ def pipeline_cases(sv, v: int, k: int, seed: int):
     mem[k + 1:] = mem[:k]
     target, draft = mem[: k + 1], mem[k + 1:]
     cases = []
-    for label, temperature, top_p, handed in (("round, T 0.8, top-p 0.9", 0.8, 0.9, False),
-                                              ("round with draft bounds, T 0.8, top-p 0.9", 0.8, 0.9, True),
-                                              ("round, T 0.8", 0.8, 1.0, False),
-                                              ("round with draft bounds, T 0.8", 0.8, 1.0, True)):
-        warpers = torch_reference.hf_warpers(temperature, top_p)
+    for label, temperature, top_p, min_p, handed in (
+            ("round, T 0.8, top-p 0.9", 0.8, 0.9, 0.0, False),
+            ("round with draft bounds, T 0.8, top-p 0.9", 0.8, 0.9, 0.0, True),
+            ("round, T 0.8", 0.8, 1.0, 0.0, False),
+            ("round with draft bounds, T 0.8", 0.8, 1.0, 0.0, True),
+            ("round with draft bounds, T 0.8, min-p 0.05", 0.8, 1.0, 0.05, True)):
+        warpers = torch_reference.hf_warpers(temperature, top_p, min_p)
         gen_op, gen_ref = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
 
-        def ours(t=temperature, p=top_p, gen=gen_op, handed=handed):
+        def ours(t=temperature, p=top_p, mp=min_p, gen=gen_op, handed=handed):
             if handed:
-                drawn = [sv.sample(draft[i], temperature=t, top_p=p, generator=gen, return_bounds=True)
+                drawn = [sv.sample(draft[i], temperature=t, top_p=p, min_p=mp, generator=gen, return_bounds=True)
                          for i in range(k)]
                 tokens = [int(x) for x, _ in drawn]
-                return sv.accept_logits(target, draft, tokens, temperature=t, top_p=p, generator=gen,
+                return sv.accept_logits(target, draft, tokens, temperature=t, top_p=p, min_p=mp, generator=gen,
                                         draft_bounds=torch.stack([b for _, b in drawn]))
-            tokens = [int(sv.sample(draft[i], temperature=t, top_p=p, generator=gen)) for i in range(k)]
-            return sv.accept_logits(target, draft, tokens, temperature=t, top_p=p, generator=gen)
+            tokens = [int(sv.sample(draft[i], temperature=t, top_p=p, min_p=mp, generator=gen)) for i in range(k)]
+            return sv.accept_logits(target, draft, tokens, temperature=t, top_p=p, min_p=mp, generator=gen)
 
         def hf(w=warpers, gen=gen_ref):
             return torch_reference.hf_sampled_round(target, draft, w, sv.accept, gen)
@@ -433,7 +435,7 @@ def pipeline_cases(sv, v: int, k: int, seed: int):
                 "floor": Column("floor", torch.sum, [(mem,)]),
                 "exp": Column("exp", lambda x=drawn_rows, o=exp_out: torch.exp(x, out=o), [()])}
         cases.append(Case("pipeline", v, k, label, 2 * k + 1, cols,
-                          {"temperature": temperature, "top_p": top_p, "draft_bounds": handed}))
+                          {"temperature": temperature, "top_p": top_p, "min_p": min_p, "draft_bounds": handed}))
     row = target[0]
     for label, top_p in (("sample one row, T 0.8, top-p 0.9", 0.9), ("sample one row, T 0.8", 1.0)):
         warpers = torch_reference.hf_warpers(0.8, top_p)
@@ -750,6 +752,8 @@ def pipeline_report(cases: list, path: str):
                      **case.extra})
         where = f"{case.label} V={case.v} K={case.k} [{path}]"
         exp_note = f"; torch.exp of its {case.k + 1} drawn rows alone: {fmt_iqr(exp_floor)}"
+        if case.extra.get("min_p", 0.0) > 0.0:
+            continue  # (not one of the rounds)
         if case.label.startswith("sample"):
             if case.extra["top_p"] < 1.0:
                 targets.append((where, "transformers/ours", vs_ref, TARGET_SAMPLE_TOP_P_VS_HF, False))

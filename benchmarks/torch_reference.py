@@ -35,13 +35,15 @@ def accept(target_probs, draft_probs, draft_tokens, generator=None):
 
 # Logits in: the warping pipeline a transformers user runs ------------------------------------
 
-def hf_warpers(temperature: float, top_p: float = 1.0):
-    """transformers' warpers for these parameters, in its order (temperature, then top-p)."""
-    from transformers.generation.logits_process import TemperatureLogitsWarper, TopPLogitsWarper
+def hf_warpers(temperature: float, top_p: float = 1.0, min_p: float = 0.0):
+    """transformers' warpers for these parameters, in its order (temperature, top-p, min-p)."""
+    from transformers.generation.logits_process import MinPLogitsWarper, TemperatureLogitsWarper, TopPLogitsWarper
 
     warpers = [TemperatureLogitsWarper(temperature)]
     if top_p < 1.0:
         warpers.append(TopPLogitsWarper(top_p))
+    if min_p > 0.0:
+        warpers.append(MinPLogitsWarper(min_p))
     return warpers
 
 
