@@ -797,6 +797,25 @@ bool top_p_mass_bounds(const KernelTable& kt, const float* x, int64_t n, float t
   return std::isfinite(*upper);
 }
 
+bool mass_at_least_lower(const KernelTable& kt, const float* x, int64_t n, float temperature, float z_max,
+                         float threshold, double* lower) {
+  if (kt.row_upper_weight_sums_above == nullptr) return false;
+  UpperWeightScale k;
+  if (!k.set(z_max, temperature)) return false;
+  // Every v with s(v) > tau has w(v) >= s(v) (1 - e) / 1.0615 - 2^-126 > threshold for any
+  // tau >= (threshold + 2^-126) 1.0615 / (1 - e): the roundings covered by 2^-50, then the
+  // float above where the conversion rounds down.
+  const double bound =
+      (static_cast<double>(threshold) + 0x1p-126) * kUpperWeightExcess / (1.0 - k.e) * (1.0 + 0x1p-50);
+  float tau = static_cast<float>(bound);
+  if (static_cast<double>(tau) < bound) tau = std::nextafter(tau, 2.0f);
+  double* sums = upper_sums(0, n).data();
+  double* above = upper_sums(1, n).data();
+  kt.row_upper_weight_sums_above(x, n, k.c1, k.c0, tau, sums, above);
+  *lower = k.lower(above, num_blocks(n), n);
+  return true;
+}
+
 namespace {
 
 // The rows of a round on logits: warped as they are read (Note [Warping]).
@@ -909,16 +928,21 @@ struct LogitRows {
     if (std::isnan(z)) return k;
     const float w_t = weight(x[t], params.temperature, z);
     if (!(w_t > at_least)) return k;
-    if (params.min_p > 0.0 && !(w_t >= min_p_threshold(params.min_p))) return k;  // min-p drops t
-    double lo = 0.0, hi = 0.0, above = 0.0;
+    const float mp = params.min_p > 0.0 ? min_p_threshold(params.min_p) : 0.0f;
+    if (params.min_p > 0.0 && !(w_t >= mp)) return k;  // min-p drops t
+    double lo = 0.0, hi = std::numeric_limits<double>::infinity(), above = 0.0;
     if (params.top_p < 1.0) {
       if (!top_p_mass_bounds(kt, x, vocab, params.temperature, z, w_t, &lo, &hi, &above)) return k;
       // Kept iff the canonical mass of the weights > w_t is < top_p times the row's mass (a
       // double product, rounded monotonically in the mass).
       if (!(above < params.top_p * lo)) return k;
-    } else {
-      float zk = z;
-      if (!weight_mass_upper(kt, x, vocab, params.temperature, &hi, &zk, nullptr, true)) return k;
+    }
+    if (params.min_p > 0.0) {  // P <= the mass of the weights >= mp (those > the float below)
+      double unused = 0.0, at_least = 0.0;
+      if (!top_p_mass_bounds(kt, x, vocab, params.temperature, z, std::nextafter(mp, 0.0f), &unused, &unused,
+                             &at_least))
+        return k;
+      hi = std::min(hi, at_least);
     }
     k.ok = true;
     k.w_t = w_t;
@@ -939,8 +963,20 @@ struct LogitRows {
     } else {
       const float* xq = static_cast<const float*>(draft.row(i).data);
       if (params.min_p > 0.0) {
+        // Q >= the smaller of top_p M_q and the mass of the weights >= min-p's float (both
+        // cuts keep a top stretch of the weights), and >= 1 (the weight-1 token is kept).
         const float zq = row_z_max(kt, xq, vocab, params.temperature);
-        accepted = !std::isnan(zq) && u * weight(xq[t], params.temperature, zq) * kp.p_hi < kp.w_t;
+        double q_lo = 0.0;
+        if (!std::isnan(zq) &&
+            mass_at_least_lower(kt, xq, vocab, params.temperature, zq, min_p_threshold(params.min_p), &q_lo) &&
+            params.top_p < 1.0) {
+          double m_lo = 0.0, m_hi = 0.0;
+          float z = zq;
+          if (!weight_mass_upper(kt, xq, vocab, params.temperature, &m_hi, &z, &m_lo, true)) m_lo = 0.0;
+          q_lo = std::min(q_lo, params.top_p * m_lo);
+        }
+        accepted = !std::isnan(zq) &&
+                   u * weight(xq[t], params.temperature, zq) * kp.p_hi < kp.w_t * std::max(1.0, q_lo);
       } else {
         const Cheap cq = cheap(xq, true);
         accepted = cq.ok && u * cq.weight_at(xq, t, params.temperature) * kp.p_hi < kp.w_t * (params.top_p * cq.lo);

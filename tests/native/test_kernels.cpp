@@ -1825,6 +1825,22 @@ double exact_mass_above(const std::vector<float>& x, float temperature, int64_t 
   return mass;
 }
 
+// The canonical mass of the exact weights of row x equal to w(t) (scalar path).
+double exact_mass_equal(const std::vector<float>& x, float temperature, int64_t t) {
+  const int64_t n = static_cast<int64_t>(x.size());
+  int64_t top = 0;
+  sv::scalar_kernels().row_argmax(x.data(), n, &top);
+  const float z_max = x[top] / temperature;
+  std::vector<float> w(n);
+  std::vector<double> blocks(sv::num_blocks(n));
+  double mass = 0.0;
+  sv::scalar_kernels().row_weights(x.data(), n, temperature, z_max, w.data(), blocks.data(), &mass);
+  const float wt = w[t];
+  for (float& v : w) v = v == wt ? v : 0.0f;
+  sv::scalar_kernels().row_mass(w.data(), n, blocks.data(), &mass);
+  return mass;
+}
+
 // Note [Top-p upper bounds]' kernel and bounds: row_upper_weight_sums_above's first stream is
 // row_upper_weight_sums' bits on every path, and top_p_mass_bounds bounds the row's canonical
 // mass from both sides and the canonical mass of the weights strictly greater than w(t) from
@@ -1860,6 +1876,18 @@ void top_p_bound_kernel_tests(Rng& rng, const std::vector<const sv::KernelTable*
                     (long long)n, temperature);
       check(got && lo <= mass && mass <= hi && above <= hi_above && hi_above <= loose, buf);
       ++bounded_rows;
+      // min-p's lower bound: the canonical mass of the weights >= w(t) from below, no looser
+      // than the weights >= 1.07 w(t) less Schraudolph's 6.2% and the margins.
+      double at_least = -1.0;
+      const double exact_at_least = exact_mass_above(x, temperature, t) + exact_mass_equal(x, temperature, t);
+      double far_above = 0.0;
+      for (int64_t v = 0; v < n; ++v)
+        if (w[v] >= wt * 1.07f) far_above += w[v];
+      const double tight = far_above / 1.0625 * (1.0 - e) * (1.0 - 0x1p-18) - static_cast<double>(n) * 0x1p-125;
+      const bool got_lower = sv::mass_at_least_lower(*kt, x.data(), n, temperature, z_max, wt, &at_least);
+      std::snprintf(buf, sizeof buf, "%s mass_at_least_lower (%s): %.17g <= %.17g <= %.17g, n=%lld T=%g", kt->name,
+                    what, tight, at_least, exact_at_least, (long long)n, temperature);
+      check(got_lower && at_least <= exact_at_least && at_least >= tight, buf);
       // The first stream is row_upper_weight_sums' (the same floats, summed in the same order).
       const double log2e = 1.4426950408889634;
       const float c1 = static_cast<float>(0x1p23 * log2e / temperature);
