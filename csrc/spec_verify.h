@@ -175,9 +175,12 @@ constexpr double kUpperWeightExcess = 1.0615;
 //    times a lower bound on M_q bounds Q from below, while q(t) <= w_q(t), kept or not;
 //  - so u q(t) P < p(t) Q holds where u w_q(t) M_hi < w(t) top_p M_q,lo (or, with the
 //    draft's bound handed over, u q(t) M_hi < w(t) Q_lo; one-hot, u M_hi < w(t)).
-// min-p after top-p (or alone) keeps t iff also w(t) >= min_p's float, and leaves P <= M;
-// a draft's Q is then only known to be >= 1 (its largest weight, 1, is always kept), so
-// without handed-over bounds a draft row passes only where u w_q(t) M_hi < w(t).
+// min-p after top-p (or alone) keeps t iff also w(t) >= min_p's float m, and P is at most
+// the mass of the weights >= m (the same kernel's masked sum, above the float below m).
+// Both cuts keep a top stretch of the weights, so a draft's Q is the smaller of its two
+// kept masses: Q >= min(top_p M_q,lo, the mass of its weights >= m from below), and >= 1
+// (its largest weight, 1, is always kept); mass_at_least_lower bounds that mass from the
+// floats s(v) > tau, tau >= (m + 2^-126) 1.0615 / (1 - e), whose weights surely reach m.
 // One pass of Note [Weight upper bounds]' floats s(v) gives both M's bounds and G(t)'s:
 // row_upper_weight_sums_above also sums the s(v) > tau, tau <= (w(t) - 2^-126) / (1 + e)
 // rounded down, which include every v with w(v) > w(t) (w(v) <= s(v) (1 + e) + 2^-126), so
