@@ -938,11 +938,11 @@ struct LogitRows {
       if (!(above < params.top_p * lo)) return k;
     }
     if (params.min_p > 0.0) {  // P <= the mass of the weights >= mp (those > the float below)
-      double unused = 0.0, at_least = 0.0;
+      double unused = 0.0, min_p_mass = 0.0;
       if (!top_p_mass_bounds(kt, x, vocab, params.temperature, z, std::nextafter(mp, 0.0f), &unused, &unused,
-                             &at_least))
+                             &min_p_mass))
         return k;
-      hi = std::min(hi, at_least);
+      hi = std::min(hi, min_p_mass);
     }
     k.ok = true;
     k.w_t = w_t;
@@ -950,9 +950,9 @@ struct LogitRows {
     return k;
   }
   // Note [Top-p upper bounds]: position i accepted where u q(t) P < p(t) Q holds for every P
-  // and Q in their ranges: p(t) = w(t) with t surely kept, P <= the row's mass, and the
-  // draft's kept mass Q >= top_p times its row's, or >= 1 with min-p (its largest weight, 1,
-  // is always kept); q(t) <= its weight, kept or not.
+  // and Q in their ranges: p(t) = w(t) with t surely kept, P <= surely_kept's bound, and the
+  // draft's kept mass Q >= top_p times its row's (with min-p, the smaller of that and its
+  // weights >= the threshold, and >= 1); q(t) <= its weight, kept or not.
   bool surely_accepted_top_p(int64_t i, bool one_hot, int64_t t, double u) const {
     // One-hot: u M_hi < w(t) needs w(t) > u, since M >= 1 (the largest weight is 1).
     const Kept kp = surely_kept(static_cast<const float*>(target.row(i).data), t, one_hot ? u : 0.0);
@@ -1129,7 +1129,7 @@ struct LogitRows {
   bool bounded_node_worth(int64_t i) const { return bounded(i, false) || top_p_bounded(i, false); }
   // A node's first child without draft rows (accepted iff u P < p(t), as a one-hot chain
   // position), where certain: Note [Weight upper bounds] at temperature only, Note [Top-p
-  // upper bounds] at top-p alone.
+  // upper bounds] at top-p and/or min-p.
   bool surely_first_child(int64_t i, int64_t t, double u) const {
     if (bounded(i, true)) {
       const float* xp = static_cast<const float*>(target.row(i).data);

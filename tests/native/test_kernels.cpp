@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -1721,6 +1722,25 @@ double exact_weight_mass(const std::vector<float>& x, float temperature, float* 
   return mass;
 }
 
+// Rows for the upper-bound tests (round r of 240): up to 3000 logits (140000 after the
+// first 200) of a random kind with a 1.0 somewhere, scaled by 1, 30 or 4096, and a
+// temperature from 0.05 to 3.
+struct ScaledRow {
+  std::vector<float> x;
+  float scale, temperature;
+};
+ScaledRow scaled_logit_row(Rng& rng, int r) {
+  const int64_t n = 1 + rng.below(r < 200 ? 3000 : 140000);
+  ScaledRow row{make_logits(rng, n, static_cast<int>(rng.below(5))), 1.0f, 1.0f};
+  row.x[rng.below(n)] = 1.0f;
+  const float scales[] = {1.0f, 1.0f, 30.0f, 4096.0f};
+  row.scale = scales[rng.below(4)];
+  for (float& v : row.x) v *= row.scale;
+  const float temps[] = {1.0f, 0.7f, 1.3f, 0.05f, 3.0f};
+  row.temperature = temps[rng.below(5)];
+  return row;
+}
+
 // Note [Weight upper bounds]: weight_mass_upper bounds the canonical mass of the exact
 // weights from above on every path, for rows of every kind (-inf entries, ties, subnormal
 // weights, one value holding all the mass), logits scaled up to 2^12, temperatures from 0.05
@@ -1747,14 +1767,10 @@ void upper_weight_bound_tests(Rng& rng, const std::vector<const sv::KernelTable*
   check(ok && worst <= 1.0625, "upper_weight >= the exact weight (worst ratio " + std::to_string(worst) + ")");
   int64_t decided = 0;
   for (int r = 0; r < 240; ++r) {
-    const int64_t n = 1 + rng.below(r < 200 ? 3000 : 140000);
-    std::vector<float> x = make_logits(rng, n, static_cast<int>(rng.below(5)));
-    x[rng.below(n)] = 1.0f;
-    const float scales[] = {1.0f, 1.0f, 30.0f, 4096.0f};
-    const float scale = scales[rng.below(4)];
-    for (float& v : x) v *= scale;
-    const float temps[] = {1.0f, 0.7f, 1.3f, 0.05f, 3.0f};
-    const float temperature = temps[rng.below(5)];
+    const ScaledRow row = scaled_logit_row(rng, r);
+    const std::vector<float>& x = row.x;
+    const int64_t n = static_cast<int64_t>(x.size());
+    const float scale = row.scale, temperature = row.temperature;
     float z_max = 0.0f;
     const double mass = exact_weight_mass(x, temperature, &z_max);
     if (std::isinf(z_max)) continue;
@@ -1809,8 +1825,10 @@ void upper_weight_bound_tests(Rng& rng, const std::vector<const sv::KernelTable*
   }
 }
 
-// The canonical mass of the exact weights of row x strictly greater than w(t) (scalar path).
-double exact_mass_above(const std::vector<float>& x, float temperature, int64_t t) {
+// The canonical mass of the exact weights w(v) of row x for which keep(w(v), w(t)) holds,
+// the others as +0.0 (scalar path).
+template <class Keep>
+double exact_mass_where(const std::vector<float>& x, float temperature, int64_t t, Keep keep) {
   const int64_t n = static_cast<int64_t>(x.size());
   int64_t top = 0;
   sv::scalar_kernels().row_argmax(x.data(), n, &top);
@@ -1820,23 +1838,7 @@ double exact_mass_above(const std::vector<float>& x, float temperature, int64_t 
   double mass = 0.0;
   sv::scalar_kernels().row_weights(x.data(), n, temperature, z_max, w.data(), blocks.data(), &mass);
   const float wt = w[t];
-  for (float& v : w) v = v > wt ? v : 0.0f;
-  sv::scalar_kernels().row_mass(w.data(), n, blocks.data(), &mass);
-  return mass;
-}
-
-// The canonical mass of the exact weights of row x equal to w(t) (scalar path).
-double exact_mass_equal(const std::vector<float>& x, float temperature, int64_t t) {
-  const int64_t n = static_cast<int64_t>(x.size());
-  int64_t top = 0;
-  sv::scalar_kernels().row_argmax(x.data(), n, &top);
-  const float z_max = x[top] / temperature;
-  std::vector<float> w(n);
-  std::vector<double> blocks(sv::num_blocks(n));
-  double mass = 0.0;
-  sv::scalar_kernels().row_weights(x.data(), n, temperature, z_max, w.data(), blocks.data(), &mass);
-  const float wt = w[t];
-  for (float& v : w) v = v == wt ? v : 0.0f;
+  for (float& v : w) v = keep(v, wt) ? v : 0.0f;
   sv::scalar_kernels().row_mass(w.data(), n, blocks.data(), &mass);
   return mass;
 }
@@ -1857,7 +1859,7 @@ void top_p_bound_kernel_tests(Rng& rng, const std::vector<const sv::KernelTable*
     const double mass = exact_weight_mass(x, temperature, &z_max);
     if (std::isinf(z_max) || !(std::fabs(z_max) <= 0x1p20)) return;
     const float wt = sv::weight(x[t], temperature, z_max);
-    const double above = exact_mass_above(x, temperature, t);
+    const double above = exact_mass_where(x, temperature, t, std::greater<float>());
     // Loose: every weight whose float can exceed tau, 1.0625 times, plus margins.
     std::vector<float> w(n);
     for (int64_t v = 0; v < n; ++v) w[v] = sv::weight(x[v], temperature, z_max);
@@ -1879,7 +1881,7 @@ void top_p_bound_kernel_tests(Rng& rng, const std::vector<const sv::KernelTable*
       // min-p's lower bound: the canonical mass of the weights >= w(t) from below, no looser
       // than the weights >= 1.07 w(t) less Schraudolph's 6.2% and the margins.
       double at_least = -1.0;
-      const double exact_at_least = exact_mass_above(x, temperature, t) + exact_mass_equal(x, temperature, t);
+      const double exact_at_least = exact_mass_where(x, temperature, t, std::greater_equal<float>());
       double far_above = 0.0;
       for (int64_t v = 0; v < n; ++v)
         if (w[v] >= wt * 1.07f) far_above += w[v];
@@ -1919,17 +1921,11 @@ void top_p_bound_kernel_tests(Rng& rng, const std::vector<const sv::KernelTable*
     }
   };
   for (int r = 0; r < 240; ++r) {
-    const int64_t n = 1 + rng.below(r < 200 ? 3000 : 140000);
-    std::vector<float> x = make_logits(rng, n, static_cast<int>(rng.below(5)));
-    x[rng.below(n)] = 1.0f;
-    const float scales[] = {1.0f, 1.0f, 30.0f, 4096.0f};
-    const float scale = scales[rng.below(4)];
-    for (float& v : x) v *= scale;
-    const float temps[] = {1.0f, 0.7f, 1.3f, 0.05f, 3.0f};
-    const float temperature = temps[rng.below(5)];
+    const ScaledRow row = scaled_logit_row(rng, r);
+    const int64_t n = static_cast<int64_t>(row.x.size());
     int64_t top = 0;
-    sv::scalar_kernels().row_argmax(x.data(), n, &top);
-    check_row(x, temperature, rng.below(2) ? top : rng.below(n), "random rows");
+    sv::scalar_kernels().row_argmax(row.x.data(), n, &top);
+    check_row(row.x, row.temperature, rng.below(2) ? top : rng.below(n), "random rows");
   }
   for (const float temperature : {1.0f, 0.7f, 0.05f}) {
     for (const float z_max : {0.0f, 17.25f, -3000.5f, 20000.0f}) {
