@@ -1653,7 +1653,8 @@ void bounded_block_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kt
   if (random_rounds >= 20)
     check(decided * 2 > random_rounds, "bounded block rounds decided without a canonical pass (" +
                                            std::to_string(decided) + " of " + std::to_string(random_rounds) + ")");
-  check(boundaries > count / 4, "block round boundaries searched (" + std::to_string(boundaries) + ")");
+  if (count >= 20)  // (a handful of rounds may all be decided before any boundary search)
+    check(boundaries > count / 4, "block round boundaries searched (" + std::to_string(boundaries) + ")");
 }
 
 // ---- Note [Bounded warping] ------------------------------------------------------------------
