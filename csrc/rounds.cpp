@@ -777,6 +777,19 @@ bool weight_mass_upper(const KernelTable& kt, const float* x, int64_t n, float t
   return std::isfinite(*upper);
 }
 
+namespace {
+
+// row_upper_weight_sums_above at tau for a row whose scale k is set: the row's block sums
+// and those of the floats above tau, in this thread's two buffers.
+void sums_above(const KernelTable& kt, const float* x, int64_t n, const UpperWeightScale& k, float tau,
+                double** sums, double** above) {
+  *sums = upper_sums(0, n).data();
+  *above = upper_sums(1, n).data();
+  kt.row_upper_weight_sums_above(x, n, k.c1, k.c0, tau, *sums, *above);
+}
+
+}  // namespace
+
 bool top_p_mass_bounds(const KernelTable& kt, const float* x, int64_t n, float temperature, float z_max, float w_t,
                        double* lower, double* upper, double* above_upper) {
   if (kt.row_upper_weight_sums_above == nullptr) return false;
@@ -788,9 +801,8 @@ bool top_p_mass_bounds(const KernelTable& kt, const float* x, int64_t n, float t
   const double bound = (static_cast<double>(w_t) - 0x1p-126) / (1.0 + k.e) * (1.0 - 0x1p-50);
   float tau = static_cast<float>(bound);
   if (static_cast<double>(tau) > bound) tau = std::nextafter(tau, -1.0f);
-  double* sums = upper_sums(0, n).data();
-  double* above = upper_sums(1, n).data();
-  kt.row_upper_weight_sums_above(x, n, k.c1, k.c0, tau, sums, above);
+  double *sums = nullptr, *above = nullptr;
+  sums_above(kt, x, n, k, tau, &sums, &above);
   *upper = k.upper(sums, num_blocks(n), n);
   *lower = k.lower(sums, num_blocks(n), n);
   *above_upper = k.upper(above, num_blocks(n), n);
@@ -798,7 +810,7 @@ bool top_p_mass_bounds(const KernelTable& kt, const float* x, int64_t n, float t
 }
 
 bool mass_at_least_lower(const KernelTable& kt, const float* x, int64_t n, float temperature, float z_max,
-                         float threshold, double* lower) {
+                         float threshold, double* lower, double* row_lower) {
   if (kt.row_upper_weight_sums_above == nullptr) return false;
   UpperWeightScale k;
   if (!k.set(z_max, temperature)) return false;
@@ -809,10 +821,10 @@ bool mass_at_least_lower(const KernelTable& kt, const float* x, int64_t n, float
       (static_cast<double>(threshold) + 0x1p-126) * kUpperWeightExcess / (1.0 - k.e) * (1.0 + 0x1p-50);
   float tau = static_cast<float>(bound);
   if (static_cast<double>(tau) < bound) tau = std::nextafter(tau, 2.0f);
-  double* sums = upper_sums(0, n).data();
-  double* above = upper_sums(1, n).data();
-  kt.row_upper_weight_sums_above(x, n, k.c1, k.c0, tau, sums, above);
+  double *sums = nullptr, *above = nullptr;
+  sums_above(kt, x, n, k, tau, &sums, &above);
   *lower = k.lower(above, num_blocks(n), n);
+  if (row_lower != nullptr) *row_lower = k.lower(sums, num_blocks(n), n);
   return true;
 }
 
@@ -966,15 +978,11 @@ struct LogitRows {
         // Q >= the smaller of top_p M_q and the mass of the weights >= min-p's float (both
         // cuts keep a top stretch of the weights), and >= 1 (the weight-1 token is kept).
         const float zq = row_z_max(kt, xq, vocab, params.temperature);
-        double q_lo = 0.0;
-        if (!std::isnan(zq) &&
-            mass_at_least_lower(kt, xq, vocab, params.temperature, zq, min_p_threshold(params.min_p), &q_lo) &&
-            params.top_p < 1.0) {
-          double m_lo = 0.0, m_hi = 0.0;
-          float z = zq;
-          if (!weight_mass_upper(kt, xq, vocab, params.temperature, &m_hi, &z, &m_lo, true)) m_lo = 0.0;
+        double q_lo = 0.0, m_lo = 0.0;  // (the same pass bounds the row's mass M_q)
+        if (!std::isnan(zq) && mass_at_least_lower(kt, xq, vocab, params.temperature, zq,
+                                                   min_p_threshold(params.min_p), &q_lo, &m_lo) &&
+            params.top_p < 1.0)
           q_lo = std::min(q_lo, params.top_p * m_lo);
-        }
         accepted = !std::isnan(zq) &&
                    u * weight(xq[t], params.temperature, zq) * kp.p_hi < kp.w_t * std::max(1.0, q_lo);
       } else {

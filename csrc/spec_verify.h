@@ -445,10 +445,11 @@ bool top_p_mass_bounds(const KernelTable& kt, const float* x, int64_t n, float t
 
 // Note [Top-p upper bounds] with min-p: a lower bound on the canonical mass of row x's
 // weights >= threshold (z_max as for top_p_mass_bounds), from the floats s(v) large enough
-// that their weights surely reach it; false if the path has no row_upper_weight_sums_above
-// or |z_max| > 2^20.
+// that their weights surely reach it, and (unless row_lower is null) weight_mass_upper's
+// lower bound on the row's mass from the same pass; false if the path has no
+// row_upper_weight_sums_above or |z_max| > 2^20.
 bool mass_at_least_lower(const KernelTable& kt, const float* x, int64_t n, float temperature, float z_max,
-                         float threshold, double* lower);
+                         float threshold, double* lower, double* row_lower = nullptr);
 
 // How many draws on this thread Note [Bounded sampling] tried and left to the canonical
 // masses (not certain): a test hook (the results are the same either way).
