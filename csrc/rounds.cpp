@@ -164,6 +164,7 @@ Position* positions(int64_t vocab, bool warped) {
 // Draws Note [Bounded sampling] left to the canonical masses, on this thread.
 thread_local int64_t t_bounded_fallbacks = 0;
 thread_local int64_t t_top_p_accepted = 0;  // Note [Top-p upper bounds]'s acceptances (a test hook)
+thread_local int64_t t_block_rejections = 0;  // Note [Tree bounds]' rejections from block masses (a test hook)
 
 // w of Note [Mass bounds] for rows of n values (0: no bound).
 double mass_bound_width(int64_t n) {
@@ -246,6 +247,11 @@ struct ChainBounds {
   // Rows summed in place of the exact ones (approximate weights, Note [Bounded warping]):
   // each value within value_err of the exact one, relatively (plus 2^-148).
   double value_err = 0.0;
+  // Lower bounds on M_1 .. M_block_levels from the rows' block masses alone (block_lower):
+  // block_m[k] >= kLow for k <= block_levels; block_done once a level fell below kLow.
+  double block_m[kLevels + 1] = {};
+  int64_t block_levels = 0;
+  bool block_done = false;
   ChainBounds(double p_lo, double p_hi, double q_lo, double q_hi, int64_t n)
       : b_lo(static_cast<float>(1.0 / q_hi)), b_hi(static_cast<float>(1.0 / q_lo)), q_lo(q_lo), q_hi(q_hi),
         vocab(n) {
@@ -267,7 +273,7 @@ struct ChainBounds {
     *in_range = true;
     for (int64_t k = 1; k <= j; ++k) {
       x = residual_value(x, qt, a_lo[k], b_hi);
-      if (k < j && k > summed) *in_range &= x >= static_cast<float>(kLow);
+      if (k < j && k > summed && k > block_levels) *in_range &= x >= static_cast<float>(kLow);
     }
     return x;
   }
@@ -324,12 +330,51 @@ struct ChainBounds {
     }
     double lo = 0.0, hi = 0.0;
     if (!bounded_mass_range(fr, vocab, &lo, &hi, ferr) || !(lo >= kLow) || !(hi <= kHigh)) return false;
-    m_lo[k] = lo;
+    m_lo[k] = k <= block_levels ? std::max(lo, block_m[k]) : lo;
     m_hi[k] = std::min(hi, ceiling);
     a_lo[k + 1] = static_cast<float>(1.0 / m_hi[k]);
-    a_hi[k + 1] = static_cast<float>(1.0 / lo);
+    a_hi[k + 1] = static_cast<float>(1.0 / m_lo[k]);
     summed = k;
     return true;
+  }
+  // Note [Tree bounds], block lower bounds: lower bounds on M_1 .. M_j from the node rows'
+  // block masses, no pass (levels added to those known; used while nothing is summed).
+  // bounds(b) gives a lower bound on block b's exact mass of p and an upper bound on q's;
+  // x holds the last level's block bounds (room for num_blocks(vocab)).
+  //
+  // Each float r_k(v) = max(0, fl(fl(r_{k-1}(v) a_k) - fl(q(v) b))) is at least
+  // (1 - 2^-24) (r_{k-1}(v) a_k (1 - 2^-24) - q(v) b (1 + 2^-24) - 2^-149) (each product
+  // rounded at most 2^-24 relatively, or 2^-150 below the normal range; a positive
+  // difference rounded down at most 2^-24; otherwise 0, which is above that), so a block's
+  // sum of r_k is at least the same expression in the block's sums of r_{k-1} and q (a sum
+  // of max(0, .) is at least the max of the sum), with a_k >= a_lo[k], b <= b_hi; 2^-22 for
+  // 2^-24 leaves room for the float64 roundings here. Blocks where p dominates q value by
+  // value lose nothing; a block holding both signs loses what cancels inside it. M_k, the
+  // canonical sum, is within n 2^-53 of the exact sum. Each level known bounds a_{k+1}.
+  template <class BlockBounds>
+  void block_lower(int64_t j, BlockBounds bounds, double* x) {
+    const int64_t nb = num_blocks(vocab);
+    if (block_levels == 0 && !block_done)
+      for (int64_t b = 0; b < nb; ++b) x[b] = bounds(b).first;
+    const double shrink = (1.0 - static_cast<double>(nb) * 0x1p-52) * (1.0 - static_cast<double>(vocab) * 0x1p-52);
+    while (!block_done && block_levels < std::min(j, kLevels - 1)) {
+      const int64_t k = block_levels + 1;
+      const double a = static_cast<double>(a_lo[k]) * (1.0 - 0x1p-22), bq = static_cast<double>(b_hi) * (1.0 + 0x1p-22);
+      double total = 0.0;
+      for (int64_t b = 0; b < nb; ++b) {
+        const double d = a * x[b] - bq * bounds(b).second - 0x1p-139;
+        x[b] = d > 0.0 ? d * (1.0 - 0x1p-22) : 0.0;
+        total += x[b];
+      }
+      const double m = total * shrink;
+      if (!(m >= kLow)) {
+        block_done = true;
+        break;
+      }
+      block_m[k] = m;
+      block_levels = k;
+      a_hi[k + 1] = std::min(a_hi[k + 1], static_cast<float>(1.0 / m));
+    }
   }
 };
 
@@ -339,11 +384,11 @@ struct ChainBounds {
 // block masses; values(t) gives the exact rows' p(t) and q(t). at_one: fr already holds the
 // first residual's sums at factors 1. Returns the accepted child; -2 when every child is
 // rejected, with the token drawn with u_draw into *token; or -1: nothing decided.
-template <class Values>
+template <class Values, class BlockBounds>
 int64_t chained_children(const KernelTable& kt, ChainBounds& ch, int64_t c, const std::vector<int64_t>& next,
                          const int64_t* tokens, const double* u, double u_draw, const float* sp, const float* sq,
                          const double* fp, const double* fq, bool at_one, double* fr, double* ferr, int64_t* token,
-                         Values values) {
+                         Values values, BlockBounds block_bounds) {
   const auto sum_to = [&](int64_t j) {
     for (; ch.summed < j; at_one = false)
       if (!ch.sum_next(kt, sp, sq, fp, fq, fr, ferr, at_one)) return false;
@@ -361,6 +406,18 @@ int64_t chained_children(const KernelTable& kt, ChainBounds& ch, int64_t c, cons
     bool in_range = false;
     float lo = ch.lower(pj, qj, j, &in_range);
     if (in_range && uqj * ch.ceiling < static_cast<double>(lo) * ch.q_lo) return cj;
+    // Rejected against the block masses' lower bound on M_j, no pass (while nothing is
+    // summed: ferr is free), where certain.
+    if (ch.summed == 0) {
+      ch.block_lower(j, block_bounds, ferr);
+      if (j <= ch.block_levels) {
+        ch.lower(pj, qj, j, &in_range);
+        if (in_range && uqj * ch.block_m[j] >= static_cast<double>(ch.upper(pj, qj, j)) * ch.q_hi) {
+          ++t_block_rejections;
+          continue;
+        }
+      }
+    }
     // The masses up to M_j from the residuals summed at guessed factors.
     if (!sum_to(j)) return -1;
     lo = ch.lower(pj, qj, j, &in_range);
@@ -460,7 +517,10 @@ struct ProbRows {
     // Rejected: the later children against the chained residuals.
     ChainBounds ch(p_lo, p_hi, q_lo, q_hi, vocab);
     return chained_children(kt, ch, c, next, tokens, u, u_draw, p, q, fp, fq, fused, fr, ferr, token,
-                            [p, q](int64_t v) { return std::make_pair(p[v], q[v]); });
+                            [p, q](int64_t v) { return std::make_pair(p[v], q[v]); },
+                            [fp, fq](int64_t b) {  // each sum within kBlockSumBound of its block's mass
+                              return std::make_pair(fp[b] * (1.0 - 0x1p-20), fq[b] * (1.0 + 0x1p-20));
+                            });
   }
   // Whether bounded_node will likely need the first residual's sums at factors near 1,
   // judged at the masses seen last (P ~ last_p, Q ~ last_q): both near 1, the first child
@@ -1132,7 +1192,10 @@ struct LogitRows {
       fq[b] = q.block_upper(b);
     }
     return chained_children(kt, ch, c, next, tokens, u, u_draw, wp, wq, fp, fq, false, fr, ferr, token,
-                            [&p, &q](int64_t v) { return std::make_pair(p.weight_at(v), q.weight_at(v)); });
+                            [&p, &q](int64_t v) { return std::make_pair(p.weight_at(v), q.weight_at(v)); },
+                            [&p, fq](int64_t b) {  // the exact weights' block masses
+                              return std::make_pair(std::max(0.0, p.sums[b] - p.err[b]) * (1.0 - 0x1p-40), fq[b]);
+                            });
   }
   bool bounded_node_worth(int64_t i) const { return bounded(i, false) || top_p_bounded(i, false); }
   // A node's first child without draft rows (accepted iff u P < p(t), as a one-hot chain
@@ -1555,6 +1618,7 @@ WarpScratch& warp_scratch(int64_t vocab) {
 
 int64_t bounded_draw_fallbacks() { return t_bounded_fallbacks; }
 int64_t top_p_bounded_acceptances() { return t_top_p_accepted; }
+int64_t tree_block_rejections() { return t_block_rejections; }
 
 Outcome accept_round(const KernelTable& kt, Rows target, Rows draft, const int64_t* tokens,
                      const double* uniforms, int64_t k, int64_t vocab, Method method) {

@@ -456,6 +456,9 @@ bool mass_at_least_lower(const KernelTable& kt, const float* x, int64_t n, float
 int64_t bounded_draw_fallbacks();
 // How many positions on this thread Note [Top-p upper bounds] accepted: a test hook.
 int64_t top_p_bounded_acceptances();
+// How many tree children on this thread Note [Tree bounds] rejected from block masses alone:
+// a test hook.
+int64_t tree_block_rejections();
 
 // ---- warping (warp.cpp): Note [Warping] on raw rows -------------------------------------
 // A warped row: r(v) in `values` (n floats), its block masses and its mass. A row left
@@ -574,6 +577,14 @@ Outcome accept_logits_round(const KernelTable& kt, Rows target, Rows draft, cons
 //   guessed values with those margins (`approximate`). A decision needs every M_k before it
 //   certainly in [2^-120, 2^120] (summed, or the accepted token's lower r_k(t) above 2^-120):
 //   the exact rule then takes the same steps. Anything uncertain reads the node exactly.
+// - Before that pass, a later child is tried against lower bounds on M_1 .. M_j from the
+//   node's block sums alone (ChainBounds::block_lower): a block's sum of r_k is at least
+//   max(0, a_k (its sum of r_{k-1}) - b (its sum of q)) with the roundings' margins, since a
+//   sum of max(0, .) is at least the max of the sum. Rejected where u q(t) M_j,lo >= upper
+//   r_j(t) Q_hi, with no pass; each level known also bounds a_{j+1} from above for the
+//   children after. Tight where p and q differ block by block (a draft unrelated to the
+//   target: a rejected token the first residual keeps then costs nothing more); where they
+//   differ only inside blocks (a good draft) it bounds little and the pass follows.
 // - The margins grow with each chained level (the per-block bound counts all of q, also
 //   where the residual is clamped to 0), so past five or so rejections of tokens the
 //   residual keeps, ranges get too wide to decide and the node is read exactly.

@@ -2732,16 +2732,19 @@ sv::KernelTable adversarial_kernels() {
 // boundaries found by bisection on the exact rule. Every path with its bounds, and a path
 // whose block sums are as far off as allowed (adversarial_kernels), must give the exact
 // rule's outcome; the chained bounds must have decided rejections of tokens the
-// residual keeps, and draws after every child was rejected, in some rounds. Then the same
-// trees on logits rows at temperature only. A third of the
-// drafts are the target within 10% or 1% value by value: the residuals' masses are then small
-// and the guessed factors' margins large next to them.
+// residual keeps, and draws after every child was rejected, in some rounds, and rejected
+// children from the block masses' lower bounds alone (no pass) in more rounds than not. Then
+// the same trees on logits rows at temperature only. A quarter of the drafts are the target
+// within 10% or 1% value by value: the residuals' masses are then small and the guessed
+// factors' margins large next to them; a quarter are the target times a factor per block,
+// where the block masses bound M_1 tightly.
 void chained_tree_bound_tests(Rng& rng, std::vector<const sv::KernelTable*> kts, int count, int64_t max_n) {
   const sv::KernelTable exact = without_bounds(sv::scalar_kernels());
   const sv::KernelTable adversary = adversarial_kernels();
   kts.push_back(&adversary);
   const int fills[] = {kUniform, kSpiky, kSparse, kDenormal};
   int64_t decided_kept = 0, decided_draws = 0, decided_logit_nodes = 0, boundaries = 0;
+  const int64_t block_rejections_before = sv::tree_block_rejections();
   for (int r = 0; r < count; ++r) {
     const int64_t vocab = 8 + rng.below(max_n);
     const int64_t width = 2 + rng.below(6);
@@ -2757,9 +2760,19 @@ void chained_tree_bound_tests(Rng& rng, std::vector<const sv::KernelTable*> kts,
     }
     std::vector<float>& p = rows[0];
     std::vector<float>& q = rows[1];
-    if (rng.below(3) == 0) {  // a draft close to the target: small residual masses
+    const int64_t draft_kind = rng.below(4);
+    if (draft_kind == 0) {  // a draft close to the target: small residual masses
       const double spread = rng.below(2) ? 0.2 : 0.02;
       for (int64_t v = 0; v < vocab; ++v) q[v] = static_cast<float>(p[v] * (1.0 + spread * (rng.uniform() - 0.5)));
+    } else if (draft_kind == 1) {
+      // The target times a factor per block (1/4 to 4): each block's residual values all of
+      // one sign, so the block masses' lower bound on M_1 is tight (up to its margins).
+      const double scale = rng.below(2) ? 1.0 : std::ldexp(1.0, static_cast<int>(rng.below(41)) - 20);
+      for (int64_t b = 0; b < sv::num_blocks(vocab); ++b) {
+        const double f = scale * std::ldexp(1.0, static_cast<int>(rng.below(5)) - 2) * (1.0 + 0.1 * rng.uniform());
+        for (int64_t v = b * sv::kMassBlock; v < std::min(vocab, (b + 1) * sv::kMassBlock); ++v)
+          q[v] = static_cast<float>(p[v] * f);
+      }
     }
     const auto masses = [&](double* P, double* Q) {
       std::vector<double> blocks(sv::num_blocks(vocab));
@@ -2924,6 +2937,8 @@ void chained_tree_bound_tests(Rng& rng, std::vector<const sv::KernelTable*> kts,
     check(decided_kept * 8 > count, "chained bounds decided rejections of kept tokens (" + std::to_string(decided_kept) + ")");
     check(decided_draws * 4 > count, "chained bounds decided draws after every child (" + std::to_string(decided_draws) + ")");
     check(boundaries > count, "chained tree boundaries searched (" + std::to_string(boundaries) + ")");
+    const int64_t block_rejections = sv::tree_block_rejections() - block_rejections_before;
+    check(block_rejections > count, "children rejected from block masses alone (" + std::to_string(block_rejections) + ")");
   }
 }
 
