@@ -165,6 +165,7 @@ Position* positions(int64_t vocab, bool warped) {
 thread_local int64_t t_bounded_fallbacks = 0;
 thread_local int64_t t_top_p_accepted = 0;  // Note [Top-p upper bounds]'s acceptances (a test hook)
 thread_local int64_t t_block_rejections = 0;  // Note [Tree bounds]' rejections from block masses (a test hook)
+thread_local int64_t t_cheap_nodes = 0;  // logits tree nodes decided by cheap_node (a test hook)
 
 // w of Note [Mass bounds] for rows of n values (0: no bound).
 double mass_bound_width(int64_t n) {
@@ -388,8 +389,9 @@ template <class Values, class BlockBounds>
 int64_t chained_children(const KernelTable& kt, ChainBounds& ch, int64_t c, const std::vector<int64_t>& next,
                          const int64_t* tokens, const double* u, double u_draw, const float* sp, const float* sq,
                          const double* fp, const double* fq, bool at_one, double* fr, double* ferr, int64_t* token,
-                         Values values, BlockBounds block_bounds) {
+                         Values values, BlockBounds block_bounds, bool may_sum = true) {
   const auto sum_to = [&](int64_t j) {
+    if (!may_sum) return false;
     for (; ch.summed < j; at_one = false)
       if (!ch.sum_next(kt, sp, sq, fp, fq, fr, ferr, at_one)) return false;
     return true;
@@ -1154,19 +1156,12 @@ struct LogitRows {
     if (kt.residual_block_sums == nullptr) return -1;
     const float* xp = static_cast<const float*>(target.row(i).data);
     const float* xq = static_cast<const float*>(draft.row(i).data);
-    // Note [Weight upper bounds] first: the first child accepted from two passes of about a
-    // read each, u q(t) P_hi < p(t) Q_lo, where it looks likely (u q(t) < p(t): P ~ Q guessed;
-    // a guess, it changes the time, never the outcome). The rows' max z, found first, spares
-    // the bounds' argmax passes either way.
+    // Note [Weight upper bounds] first (cheap_node). The rows' max z, found first, spares the
+    // bounds' argmax passes either way.
     const float zp = row_z_max(kt, xp, vocab, params.temperature), zq = row_z_max(kt, xq, vocab, params.temperature);
     if (!std::isnan(zp) && !std::isnan(zq)) {
-      const double pt = weight(xp[tokens[c]], params.temperature, zp);
-      const double uq = u[c] * static_cast<double>(weight(xq[tokens[c]], params.temperature, zq));
-      if (uq < pt) {
-        const Cheap cp = cheap(xp, false, zp);
-        const Cheap cq = cp.ok ? cheap(xq, true, zq) : Cheap{};
-        if (cq.ok && uq * cp.hi < pt * cq.lo) return c;
-      }
+      const int64_t decided = cheap_node(xp, xq, zp, zq, c, next, tokens, u, ferr);
+      if (decided != -1) return decided;
     }
     WeightBounds& p = weight_bounds(0);
     WeightBounds& q = weight_bounds(1);
@@ -1196,6 +1191,59 @@ struct LogitRows {
                             [&p, fq](int64_t b) {  // the exact weights' block masses
                               return std::make_pair(std::max(0.0, p.sums[b] - p.err[b]) * (1.0 - 0x1p-40), fq[b]);
                             });
+  }
+  // Note [Tree bounds] from Note [Weight upper bounds]' passes alone (about a read each,
+  // against about three for the approximate weights): the bounds on P and Q they give (about
+  // 6% apart) decide the first child where certain, and the later ones where no residual's
+  // sum is needed (a residual value certainly 0, the ceiling, the block masses' lower bounds
+  // on the residuals' masses). Returns as bounded_node; -1 also where a later step needs a
+  // pass (the approximate weights then decide the node: these passes are lost). Tried where
+  // the first child looks likely accepted (u q(t) < p(t): P ~ Q guessed), and otherwise unless
+  // the last try on this thread failed, then again after 16 nodes: a guess, it changes the
+  // time, never the outcome.
+  int64_t cheap_node(const float* xp, const float* xq, float zp, float zq, int64_t c, const std::vector<int64_t>& next,
+                     const int64_t* tokens, const double* u, double* scratch) const {
+    thread_local int64_t skip = 0;
+    const float temperature = params.temperature;
+    const int64_t t = tokens[c];
+    const double pt = weight(xp[t], temperature, zp);
+    const double uq = u[c] * static_cast<double>(weight(xq[t], temperature, zq));
+    UpperWeightScale kp, kq;
+    if (kt.row_upper_weight_sums == nullptr || !kp.set(zp, temperature) || !kq.set(zq, temperature)) return -1;
+    if (!(uq < pt) && skip > 0) {
+      --skip;
+      return -1;
+    }
+    const int64_t nb = num_blocks(vocab);
+    double* sp = upper_sums(0, vocab).data();
+    double* sq = upper_sums(1, vocab).data();
+    kt.row_upper_weight_sums(xp, vocab, kp.c1, kp.c0, sp);
+    kt.row_upper_weight_sums(xq, vocab, kq.c1, kq.c0, sq);
+    const double p_lo = kp.lower(sp, nb, vocab), p_hi = kp.upper(sp, nb, vocab);
+    const double q_lo = kq.lower(sq, nb, vocab), q_hi = kq.upper(sq, nb, vocab);
+    int64_t decided = -1;
+    if (p_lo >= ChainBounds::kLow && p_hi <= ChainBounds::kHigh && q_lo >= ChainBounds::kLow &&
+        q_hi <= ChainBounds::kHigh) {
+      if (uq * p_hi < pt * q_lo) {
+        decided = c;
+      } else if (uq * p_lo >= pt * q_hi) {
+        ChainBounds ch(p_lo, p_hi, q_lo, q_hi, vocab);
+        // Per block, as UpperWeightScale bounds a row: the floats' sums within 2^-19, each
+        // float within [1 / kUpperWeightExcess, 1 + e] of its weight (2^-126 below).
+        const double p_scale = (1.0 - 0x1p-19) / kUpperWeightExcess * (1.0 - kp.e), q_scale = (1.0 + 0x1p-19) * (1.0 + kq.e);
+        const double floor = static_cast<double>(kMassBlock) * 0x1p-126;
+        decided = chained_children(
+            kt, ch, c, next, tokens, u, 0.0, nullptr, nullptr, nullptr, nullptr, false, nullptr, scratch, nullptr,
+            [&](int64_t v) { return std::make_pair(weight(xp[v], temperature, zp), weight(xq[v], temperature, zq)); },
+            [=](int64_t b) {
+              return std::make_pair(std::max(0.0, sp[b] * p_scale - floor), sq[b] * q_scale + floor);
+            },
+            false);
+      }
+    }
+    skip = decided == -1 ? 16 : 0;
+    t_cheap_nodes += decided != -1;
+    return decided;
   }
   bool bounded_node_worth(int64_t i) const { return bounded(i, false) || top_p_bounded(i, false); }
   // A node's first child without draft rows (accepted iff u P < p(t), as a one-hot chain
@@ -1619,6 +1667,7 @@ WarpScratch& warp_scratch(int64_t vocab) {
 int64_t bounded_draw_fallbacks() { return t_bounded_fallbacks; }
 int64_t top_p_bounded_acceptances() { return t_top_p_accepted; }
 int64_t tree_block_rejections() { return t_block_rejections; }
+int64_t tree_cheap_nodes() { return t_cheap_nodes; }
 
 Outcome accept_round(const KernelTable& kt, Rows target, Rows draft, const int64_t* tokens,
                      const double* uniforms, int64_t k, int64_t vocab, Method method) {

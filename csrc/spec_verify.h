@@ -459,6 +459,9 @@ int64_t top_p_bounded_acceptances();
 // How many tree children on this thread Note [Tree bounds] rejected from block masses alone:
 // a test hook.
 int64_t tree_block_rejections();
+// How many logits tree nodes on this thread were decided from Note [Weight upper bounds]'
+// passes alone (no approximate weights): a test hook.
+int64_t tree_cheap_nodes();
 
 // ---- warping (warp.cpp): Note [Warping] on raw rows -------------------------------------
 // A warped row: r(v) in `values` (n floats), its block masses and its mass. A row left

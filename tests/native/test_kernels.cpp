@@ -2942,6 +2942,97 @@ void chained_tree_bound_tests(Rng& rng, std::vector<const sv::KernelTable*> kts,
   }
 }
 
+// Note [Tree bounds] on logits from Note [Weight upper bounds]' passes alone (cheap_node),
+// on rows where those bounds are tight: target weights at 2^-(k + 0.4427) below its top
+// weight 1 (exponents k from 3 to 6; Schraudolph's float the most above its weight there, so P's lower bound is
+// within roundings of P), draft weights at powers of two (floats exact: Q's upper bound
+// near Q), the draft the target times 2^(d + 0.4427) in each block (d from -2 to 2: each
+// block's residual of one sign, so the block masses' bound on M_1 is near M_1). The root's
+// 2 to 6 children: tokens the residual drops (the draft's weight 1), tokens in blocks the
+// residual keeps, any token; uniforms random and at each child's and the draw's boundaries
+// on the exact rule. Every path must give the exact rule's outcome, and the cheap passes
+// must have decided nodes and rejected children from block masses. A lower bound on P
+// without Schraudolph's 1.0615, or block bounds on q without its excess, reject children
+// the rule accepts here.
+void cheap_tree_bound_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int count, int64_t max_n) {
+  const sv::KernelTable exact = without_bounds(sv::scalar_kernels());
+  const float temperature = 0.9f;
+  const double ln2 = 0.6931471805599453;
+  const int64_t cheap_before = sv::tree_cheap_nodes(), block_before = sv::tree_block_rejections();
+  int64_t boundaries = 0;
+  for (int r = 0; r < count; ++r) {
+    const int64_t vocab = 1000 + rng.below(max_n);
+    const int64_t width = 2 + rng.below(5);
+    std::vector<int64_t> parents(width, -1), tokens(width);
+    std::vector<int> exponent(vocab), shift(sv::num_blocks(vocab));
+    for (int& d : shift) d = static_cast<int>(rng.below(5)) - 2;
+    std::vector<float> target(vocab * (width + 1)), draft(vocab * (width + 1));
+    const int64_t top = rng.below(vocab);
+    for (int64_t v = 0; v < vocab; ++v) {
+      exponent[v] = 3 + static_cast<int>(rng.below(4));
+      const int d = shift[v / sv::kMassBlock];
+      target[v] = v == top ? 0.0f : static_cast<float>(-(exponent[v] + 0.4427) * ln2 * temperature);
+      draft[v] = v == top ? 0.0f : static_cast<float>(-(exponent[v] - d) * ln2 * temperature);
+    }
+    // The shift d whose blocks have p(t) / P = (Q / P) 2^-(d + 0.4427) q(t) / Q least above q(t) / Q.
+    double P = 0.0, Q = 0.0;
+    for (int64_t v = 0; v < vocab; ++v) {
+      P += std::exp2(v == top ? 0.0 : -(exponent[v] + 0.4427));
+      Q += std::exp2(v == top ? 0.0 : -(exponent[v] - shift[v / sv::kMassBlock]));
+    }
+    int kept_shift = -2;
+    for (int d = -2; d <= 2; ++d)
+      if (Q / P * std::exp2(-(d + 0.4427)) > 1.0) kept_shift = d;
+    for (int64_t c = 0; c < width; ++c) {
+      // Kind 0 in a block where the draft is highest against the target (its weight 1 then
+      // costs the block masses' bound little), kind 1 where p(t) / P is least above
+      // q(t) / Q (the residual keeps t, and a uniform may reject it), kind 2 anywhere.
+      const int kind = static_cast<int>(rng.below(3));
+      int64_t t = rng.below(vocab);
+      for (int tries = 0; tries < 20 && kind < 2 && shift[t / sv::kMassBlock] != (kind == 0 ? 2 : kept_shift); ++tries)
+        t = rng.below(vocab);
+      tokens[c] = t;
+      if (kind == 0) draft[t] = 0.0f;  // the draft's largest weight: the residual drops t
+    }
+    for (int64_t row = 1; row <= width; ++row)  // the leaves' rows: any logits
+      for (int64_t v = 0; v < vocab; ++v) {
+        target[row * vocab + v] = static_cast<float>(3.0 * (rng.uniform() - 0.5));
+        draft[row * vocab + v] = target[row * vocab + v];
+      }
+    sv::WarpParams wp;
+    wp.temperature = temperature;
+    const auto outcome = [&](const sv::KernelTable& kt, const std::vector<double>& uu) {
+      std::vector<int64_t> path(width + 1, -1);
+      const sv::Outcome o = sv::tree_round(kt, sv::Rows{target.data(), vocab}, sv::Rows{draft.data(), vocab},
+                                           tokens.data(), parents.data(), width, uu.data(), vocab, &wp, path.data());
+      return std::make_tuple(static_cast<int>(o.error), o.n_accepted, o.token, path[0]);
+    };
+    std::vector<double> u(width + 1);
+    for (double& x : u) x = rng.uniform();
+    std::vector<std::vector<double>> trials = {u};
+    for (int64_t j = 0; j <= width; ++j)
+      for (const auto& uu : boundary_uniforms(u, j, 0.0, [&](const std::vector<double>& x) { return outcome(exact, x); })) {
+        trials.push_back(uu);
+        ++boundaries;
+      }
+    for (size_t i = 0; i < trials.size(); ++i) {
+      const auto want = outcome(exact, trials[i]);
+      for (const sv::KernelTable* kt : kts) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "%s cheap tree bounds %d (width %lld, V=%lld, uniforms %zu)", kt->name, r,
+                      (long long)width, (long long)vocab, i);
+        check(outcome(*kt, trials[i]) == want && std::get<0>(want) == 0, std::string(buf) + ": the exact rule's outcome");
+      }
+    }
+  }
+  if (count >= 50) {
+    const int64_t cheap = sv::tree_cheap_nodes() - cheap_before, blocks = sv::tree_block_rejections() - block_before;
+    check(cheap > count, "logits tree nodes decided from the cheap passes (" + std::to_string(cheap) + ")");
+    check(blocks > count / 4, "children rejected from the cheap block bounds (" + std::to_string(blocks) + ")");
+    check(boundaries > count, "cheap tree boundaries searched (" + std::to_string(boundaries) + ")");
+  }
+}
+
 // Note [Ragged batches]: run_batch on random ragged batches (mixed greedy and sampled
 // sequences, K_b from 0 to 6, probability and logits rows, with and without draft rows,
 // both methods) equals the single-sequence rounds on each sequence's rows with the same
@@ -3119,6 +3210,7 @@ int main(int argc, char** argv) {
   tree_bound_tests(rng, kts, quick ? 6 : 30, 40000);
   chained_tree_bound_tests(rng, kts, quick ? 60 : 400, 2000);
   chained_tree_bound_tests(rng, kts, quick ? 3 : 12, 40000);
+  cheap_tree_bound_tests(rng, kts, quick ? 50 : 200, 3000);
   batch_tests(rng, kts, quick ? 20 : 150, 300);
   batch_tests(rng, kts, quick ? 2 : 6, 32000);
 
