@@ -518,21 +518,29 @@ struct ProbRows {
     if (!(uq * p_lo >= pt * q_hi)) return -1;
     // Rejected: the later children against the chained residuals.
     ChainBounds ch(p_lo, p_hi, q_lo, q_hi, vocab);
-    return chained_children(kt, ch, c, next, tokens, u, u_draw, p, q, fp, fq, fused, fr, ferr, token,
-                            [p, q](int64_t v) { return std::make_pair(p[v], q[v]); },
-                            [fp, fq](int64_t b) {  // each sum within kBlockSumBound of its block's mass
-                              return std::make_pair(fp[b] * (1.0 - 0x1p-20), fq[b] * (1.0 + 0x1p-20));
-                            });
+    const int64_t block_rejections = t_block_rejections;
+    const int64_t decided = chained_children(
+        kt, ch, c, next, tokens, u, u_draw, p, q, fp, fq, fused, fr, ferr, token,
+        [p, q](int64_t v) { return std::make_pair(p[v], q[v]); },
+        [fp, fq](int64_t b) {  // each sum within kBlockSumBound of its block's mass
+          return std::make_pair(fp[b] * (1.0 - 0x1p-20), fq[b] * (1.0 + 0x1p-20));
+        });
+    t_blocks_sufficed = decided != -1 && ch.summed == 0 && t_block_rejections > block_rejections;
+    return decided;
   }
+  // Whether the last node with a rejected first child was decided by the block masses'
+  // bounds with no residual summed (first_residual_likely_summed's guess), on this thread.
+  static inline thread_local bool t_blocks_sufficed = false;
   // Whether bounded_node will likely need the first residual's sums at factors near 1,
   // judged at the masses seen last (P ~ last_p, Q ~ last_q): both near 1, the first child
   // likely rejected, and then the first later child whose token keeps residual mass not
-  // clearly accepted against the ceiling, or none (the draw needs them). A guess: it changes
-  // the time (the fused pass costs more than p's and q's alone on some cores), never the
-  // outcome.
+  // clearly accepted against the ceiling, or none (the draw needs them); not while the last
+  // such node needed no residual's sums (the block masses' bounds decided it). A guess: it
+  // changes the time (the fused pass costs more than p's and q's alone on some cores), never
+  // the outcome.
   static bool first_residual_likely_summed(const float* p, const float* q, int64_t c, const std::vector<int64_t>& next,
                                            const int64_t* tokens, const double* u, double last_p, double last_q) {
-    if (!(std::fabs(last_p - 1.0) < 0x1p-12 && std::fabs(last_q - 1.0) < 0x1p-12)) return false;
+    if (!(std::fabs(last_p - 1.0) < 0x1p-12 && std::fabs(last_q - 1.0) < 0x1p-12) || t_blocks_sufficed) return false;
     if (u[c] * static_cast<double>(q[tokens[c]]) * last_p < static_cast<double>(p[tokens[c]]) * last_q) return false;
     const float a = static_cast<float>(1.0 / last_p), b = static_cast<float>(1.0 / last_q);
     for (int64_t cj = next[c]; cj >= 0; cj = next[cj]) {
