@@ -219,6 +219,34 @@ def test_repeated_siblings_are_fine_with_draft_rows_and_when_greedy(sv):
     sv.verify_tree_probs(p, [1, 1, 2], [-1, -1, 0], greedy=True)
 
 
+def test_token_and_parent_forms_agree(sv):
+    """Lists, int64 tensors (contiguous or strided views, read in place), other integer
+    dtypes and NumPy arrays give the same results, for both row kinds."""
+    import numpy as np
+    p, q = rows(6, 1), rows(6, 2)
+    logits = torch.log(p)
+    tokens, parents = [1, 2, 3, 0, 4], [-1, -1, 0, 0, 1]
+    u = torch.rand(6, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+
+    def strided(values):
+        wide = torch.zeros(2 * len(values), dtype=torch.int64)
+        wide[::2] = torch.tensor(values)
+        return wide[::2]
+
+    forms = [lambda x: x, lambda x: torch.tensor(x), strided, lambda x: torch.tensor(x, dtype=torch.int32),
+             lambda x: np.array(x)]
+    for draft in (None, q):
+        want = sv.verify_tree_probs_with_uniforms(p, tokens, parents, draft, u)
+        want_logits = sv.verify_tree_with_uniforms(logits, tokens, parents, None if draft is None else torch.log(q),
+                                                   u, temperature=1.0)
+        for form in forms:
+            got = sv.verify_tree_probs_with_uniforms(p, form(tokens), form(parents), draft, u)
+            assert got[0].tolist() == want[0].tolist() and got[1] == want[1]
+            got = sv.verify_tree_with_uniforms(logits, form(tokens), form(parents),
+                                               None if draft is None else torch.log(q), u, temperature=1.0)
+            assert got[0].tolist() == want_logits[0].tolist() and got[1] == want_logits[1]
+
+
 def test_uniform_budget(sv):
     p, q = rows(6, 1), rows(6, 2)
     for draft in (None, q):

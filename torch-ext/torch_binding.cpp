@@ -577,6 +577,13 @@ std::vector<int64_t> checked_ints(const char* op, const char* name, const at::Te
                    " must have an integer dtype, got ", dtype_name(t.scalar_type()));
   TORCH_CHECK_VALUE(t.dim() == 1 && t.size(0) == n, "spec_verify.", op, ": ", name, " must have shape [N] = [", n,
                     "] (N = ", rows_name, ".shape[0] - 1), got ", shape_of(t));
+  if (t.scalar_type() == at::kLong) {  // the usual case: read in place, at its stride
+    const int64_t* values = t.const_data_ptr<int64_t>();
+    const int64_t stride = t.stride(0);
+    std::vector<int64_t> out(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) out[j] = values[j * stride];
+    return out;
+  }
   const at::Tensor values = t.to(at::kLong).contiguous();
   return std::vector<int64_t>(values.data_ptr<int64_t>(), values.data_ptr<int64_t>() + n);
 }
