@@ -22,8 +22,8 @@ export LOCAL_KERNELS="phanerozoic/spec-verify=$PWD/build"
 unset SPEC_VERIFY_ISA
 ARCH=$EMULATED_ARCH
 
-# What the emulated run covers. One process, because each `import torch` costs 10-20 s under
-# qemu. Left out: the test that starts subprocesses (an emulated process cannot start
+# What the emulated run covers, in two processes side by side (two cores; each pays its own
+# `import torch`, 10-20 s under qemu, and the groups take about as long as each other). Left out: the test that starts subprocesses (an emulated process cannot start
 # another without binfmt_misc), test_paths' random rounds (test_cross_arch.py compares both
 # paths here with the native run, on similar rows, in half the time) and the decoder's
 # Python-only tests. The law and invariant tests run on the SIMD path only: the scalar path
@@ -31,15 +31,17 @@ ARCH=$EMULATED_ARCH
 # native results here. The error tests of every method and draft form (in_every_mode,
 # unknown_method) check shared argument code and run natively; the SIMD path's row checks
 # are in the native C++ tests.
-TESTS=(
-  tests/test_cross_arch.py
+TESTS_A=(
   tests/test_greedy.py
-  tests/test_errors.py
   tests/test_sampling.py
-  tests/test_paths.py
-  tests/test_torch_integration.py
   tests/test_law.py::test_joint_law_of_accepted_length_and_token
   tests/test_decoder.py::test_greedy_output_equals_plain_greedy_decoding
+)
+TESTS_B=(
+  tests/test_cross_arch.py
+  tests/test_errors.py
+  tests/test_paths.py
+  tests/test_torch_integration.py
 )
 SELECT='not environment_variable and not paths_agree_on_random_rounds and not (scalar and (invariants or joint_law)) and not in_every_mode and not unknown_method'
 # qemu emulates AVX2 about 60 times slower than this machine runs it (aarch64 code about 10
@@ -81,9 +83,23 @@ run_tests() {
   echo "-- $ARCH under qemu ($QEMU_CPU_FOR_TORCH): get_kernel, then the tests"
   # No cache provider: the emulated run must not rewrite the native runs' pytest cache.
   # SPEC_VERIFY_REQUIRE_REFERENCE makes test_cross_arch.py compare with the record.
-  QEMU_CPU=$QEMU_CPU_FOR_TORCH SPEC_VERIFY_REQUIRE_REFERENCE=1 \
-    scripts/emulated_python.sh "$ARCH" run -m pytest -q -rs -p no:cacheprovider --durations=5 \
-    "${TESTS[@]}" -k "$SELECT"
+  local out=build/emulated status=0 a b
+  mkdir -p "$out"
+  run_group() {
+    QEMU_CPU=$QEMU_CPU_FOR_TORCH SPEC_VERIFY_REQUIRE_REFERENCE=1 \
+      scripts/emulated_python.sh "$ARCH" run -m pytest -q -rs -p no:cacheprovider --durations=5 "$@" -k "$SELECT"
+  }
+  run_group "${TESTS_A[@]}" >"$out/group_a.log" 2>&1 &
+  a=$!
+  run_group "${TESTS_B[@]}" >"$out/group_b.log" 2>&1 &
+  b=$!
+  wait "$a" || status=1
+  wait "$b" || status=1
+  echo "-- group A: ${TESTS_A[*]}"
+  cat "$out/group_a.log"
+  echo "-- group B: ${TESTS_B[*]}"
+  cat "$out/group_b.log"
+  return "$status"
 }
 
 case "${1:-all}" in
