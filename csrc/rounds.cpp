@@ -724,6 +724,8 @@ struct WeightBounds {
   double block_upper(int64_t b) const {
     return std::max(sums[b] + err[b], sums[b] * (1.0 + 0x1p-19)) * (1.0 + 0x1p-40);
   }
+  // A lower bound on block b's sum of the exact weights.
+  double block_lower(int64_t b) const { return std::max(0.0, sums[b] - err[b]) * (1.0 - 0x1p-40); }
   // The exact weight of v (row_weights' bits: Note [One exp]).
   float weight_at(int64_t v) const { return weight(x[v], temperature, z_max); }
   // value(v) for bounded_sample_index: the exact weights of v's block, computed once.
@@ -817,6 +819,14 @@ struct UpperWeightScale {
     const double total = sum_in_fours(sums, nb);  // (within nb 2^-53: inside 2^-40)
     const double dn = static_cast<double>(n);
     return (total * (1.0 + 0x1p-19) * (1.0 + e) + dn * 0x1p-126) * (1.0 + dn * 0x1p-53) * (1.0 + 0x1p-40);
+  }
+  // The same for one block whose floats sum to s (kMassBlock values at most).
+  double block_upper(double s) const {
+    return s * ((1.0 + 0x1p-19) * (1.0 + e)) + static_cast<double>(kMassBlock) * 0x1p-126;
+  }
+  double block_lower(double s) const {
+    return std::max(0.0, s * ((1.0 - 0x1p-19) / kUpperWeightExcess * (1.0 - e)) -
+                             static_cast<double>(kMassBlock) * 0x1p-126);
   }
   double lower(const double* sums, int64_t nb, int64_t n) const {
     const double total = sum_in_fours(sums, nb);
@@ -1196,9 +1206,7 @@ struct LogitRows {
     }
     return chained_children(kt, ch, c, next, tokens, u, u_draw, wp, wq, fp, fq, false, fr, ferr, token,
                             [&p, &q](int64_t v) { return std::make_pair(p.weight_at(v), q.weight_at(v)); },
-                            [&p, fq](int64_t b) {  // the exact weights' block masses
-                              return std::make_pair(std::max(0.0, p.sums[b] - p.err[b]) * (1.0 - 0x1p-40), fq[b]);
-                            });
+                            [&p, fq](int64_t b) { return std::make_pair(p.block_lower(b), fq[b]); });
   }
   // Note [Tree bounds] from Note [Weight upper bounds]' passes alone (about a read each,
   // against about three for the approximate weights): the bounds on P and Q they give (about
@@ -1236,17 +1244,10 @@ struct LogitRows {
         decided = c;
       } else if (uq * p_lo >= pt * q_hi) {
         ChainBounds ch(p_lo, p_hi, q_lo, q_hi, vocab);
-        // Per block, as UpperWeightScale bounds a row: the floats' sums within 2^-19, each
-        // float within [1 / kUpperWeightExcess, 1 + e] of its weight (2^-126 below).
-        const double p_scale = (1.0 - 0x1p-19) / kUpperWeightExcess * (1.0 - kp.e), q_scale = (1.0 + 0x1p-19) * (1.0 + kq.e);
-        const double floor = static_cast<double>(kMassBlock) * 0x1p-126;
         decided = chained_children(
             kt, ch, c, next, tokens, u, 0.0, nullptr, nullptr, nullptr, nullptr, false, nullptr, scratch, nullptr,
             [&](int64_t v) { return std::make_pair(weight(xp[v], temperature, zp), weight(xq[v], temperature, zq)); },
-            [=](int64_t b) {
-              return std::make_pair(std::max(0.0, sp[b] * p_scale - floor), sq[b] * q_scale + floor);
-            },
-            false);
+            [&](int64_t b) { return std::make_pair(kp.block_lower(sp[b]), kq.block_upper(sq[b])); }, false);
       }
     }
     skip = decided == -1 ? 16 : 0;
