@@ -25,6 +25,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <limits>
 
 #include "spec_verify.h"
 
@@ -113,6 +114,17 @@ struct ScalarOps {
   static F scale(F p, F, F t) { return scale_by_two_factors<ScalarOps>(p, t); }
   static F trunc_bits(F t) { return std::bit_cast<F>(static_cast<I>(t)); }  // t in [0, 2^31)
   static F keep_above(F a, F t) { return a > t ? a : 0.0f; }
+  struct MaxTrack {  // Note [Argmax with upper sums]
+    float m;
+    bool seen_nan = false;
+    void reset() { m = -std::numeric_limits<float>::infinity(); }
+    void add(float x) {
+      seen_nan |= x != x;
+      m = x > m ? x : m;
+    }
+    float block_max() const { return m; }
+    bool nan() const { return seen_nan; }
+  };
 };
 
 // The weight of one logit: exp(x / temperature - z_max) (Note [Warping] in spec_verify.h).
@@ -138,10 +150,14 @@ struct WeightTail {
 // through the tail). values(F, F* e) writes the S values of L lanes into e[0..S),
 // scalars(float, float* e) those of one value (the tails); stream s's block sums go to
 // block_sums[s], each stream summed in the same order as alone; with kStore stream 0's
-// values are stored into w too.
-template <class Ops, int S, bool kStore, class Values, class Scalars>
+// values are stored into w too. on_block(b) runs after block b's sums are written.
+struct NoBlockHook {
+  void operator()(int64_t) const {}
+};
+template <class Ops, int S, bool kStore, class Values, class Scalars, class OnBlock = NoBlockHook>
 inline __attribute__((always_inline)) void blocked_stream_sums(const float* x, int64_t n, Values values,
-                                                               Scalars scalars, float* w, double* const* block_sums) {
+                                                               Scalars scalars, float* w, double* const* block_sums,
+                                                               OnBlock on_block = {}) {
   using F = typename Ops::F;
   constexpr int64_t L = Ops::kLanes;
   // Accumulators of at most 8 values per lane each (a block holds 256 / L vectors).
@@ -171,6 +187,7 @@ inline __attribute__((always_inline)) void blocked_stream_sums(const float* x, i
       for (int s = 0; s < S; ++s) tail[s] += e[s];
     }
     for (int s = 0; s < S; ++s) block_sums[s][b] = Ops::hsum(acc[s * kAcc]) + tail[s];
+    on_block(b);
   }
 }
 
@@ -210,6 +227,59 @@ inline __attribute__((always_inline)) void upper_weight_sums(const float* x, int
   blocked_value_sums<Ops, false>(
       x, n, [&](const typename Ops::F& v) { return upper_weight<Ops>(v, v1, v0); },
       [&](float v) { return upper_weight<ScalarOps>(v, c1, c0); }, nullptr, block_sum);
+}
+
+// Note [Argmax with upper sums]
+// A logits row at temperature needs its max z before Note [Weight upper bounds]' floats can
+// be formed (c0 holds it), so the bounds cost an argmax pass and then theirs: two reads, the
+// first from memory, the second compute-bound (four vector operations a vector). This kernel
+// does both in one pass over floats formed against any reference (the caller's c0, from a
+// guess R of the max; rounds.cpp then rescales the bounds by exp(R - z_max), Note [Shifted
+// upper bounds]): the block sums are exactly upper_weight_sums' (the same values, summed in
+// the same order), and the index exactly row_argmax's (the lowest index of the largest value,
+// +0.0 == -0.0): each mass block's largest value, the first block holding the row's largest
+// (strict >), the first index there equal to it. False if the row holds a NaN (then nothing
+// else is specified). A path supplies Ops::MaxTrack: reset() (lanes' maxima to -inf; a NaN
+// seen stays seen), add(F) (a vector of the row), block_max() (the lanes' largest) and nan().
+template <class Ops>
+inline __attribute__((always_inline)) bool argmax_upper_weight_sums(const float* x, int64_t n, float c1, float c0,
+                                                                    int64_t* index, double* block_sum) {
+  using F = typename Ops::F;
+  const F v1 = Ops::splat(c1), v0 = Ops::splat(c0);
+  typename Ops::MaxTrack track;
+  track.reset();
+  float tail = -std::numeric_limits<float>::infinity(), best = tail;
+  bool tail_nan = false;
+  int64_t best_block = 0;
+  double* const sums[1] = {block_sum};
+  blocked_stream_sums<Ops, 1, false>(
+      x, n,
+      [&](const F& v, F* e) {
+        track.add(v);
+        e[0] = upper_weight<Ops>(v, v1, v0);
+      },
+      [&](float v, float* e) {
+        tail_nan |= v != v;
+        tail = v > tail ? v : tail;
+        e[0] = upper_weight<ScalarOps>(v, c1, c0);
+      },
+      nullptr, sums,
+      [&](int64_t b) {
+        float m = track.block_max();
+        m = tail > m ? tail : m;
+        if (b == 0 || m > best) {
+          best = m;
+          best_block = b;
+        }
+        track.reset();
+        tail = -std::numeric_limits<float>::infinity();
+      });
+  if (track.nan() || tail_nan) return false;
+  const int64_t end = n - best_block * kMassBlock < kMassBlock ? n : (best_block + 1) * kMassBlock;
+  int64_t v = best_block * kMassBlock;
+  while (v + 1 < end && x[v] != best) ++v;
+  *index = v;
+  return true;
 }
 
 // Note [Top-p upper bounds]: upper_weight_sums into block_sum and, in the same pass, the

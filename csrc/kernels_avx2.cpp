@@ -410,6 +410,21 @@ struct Avx2Ops {
   static SPEC_VERIFY_AVX2 F scale(F p, F, F t) { return scale_by_two_factors<Avx2Ops>(p, t); }
   static SPEC_VERIFY_AVX2 F trunc_bits(F t) { return _mm256_castsi256_ps(_mm256_cvttps_epi32(t)); }
   static SPEC_VERIFY_AVX2 F keep_above(F a, F t) { return _mm256_and_ps(_mm256_cmp_ps(a, t, _CMP_GT_OQ), a); }
+  struct MaxTrack {  // Note [Argmax with upper sums]: maxps ignores a NaN in x, the compare records it
+    __m256 m, unordered;
+    SPEC_VERIFY_AVX2 MaxTrack() : m(_mm256_setzero_ps()), unordered(_mm256_setzero_ps()) {}
+    SPEC_VERIFY_AVX2 void reset() { m = _mm256_set1_ps(-std::numeric_limits<float>::infinity()); }
+    SPEC_VERIFY_AVX2 void add(__m256 x) {
+      unordered = _mm256_or_ps(unordered, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+      m = _mm256_max_ps(x, m);
+    }
+    SPEC_VERIFY_AVX2 float block_max() const {
+      const __m128 four = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+      const __m128 two = _mm_max_ps(four, _mm_movehl_ps(four, four));
+      return _mm_cvtss_f32(_mm_max_ss(two, _mm_movehdup_ps(two)));
+    }
+    SPEC_VERIFY_AVX2 bool nan() const { return _mm256_movemask_ps(unordered) != 0; }
+  };
 };
 
 // The weights as a source of the mass driver: computed, stored and summed in one pass.
@@ -450,6 +465,11 @@ SPEC_VERIFY_AVX2_FMA_KERNEL void f32_row_weight_sums__avx2(const float* x, int64
 SPEC_VERIFY_AVX2_KERNEL void f32_row_upper_weight_sums__avx2(const float* x, int64_t n, float c1, float c0,
                                                              double* block_sum) {
   upper_weight_sums<Avx2Ops>(x, n, c1, c0, block_sum);  // mul then add: two roundings, which the bound allows
+}
+
+SPEC_VERIFY_AVX2_KERNEL bool f32_row_argmax_upper_weight_sums__avx2(const float* x, int64_t n, float c1, float c0,
+                                                                    int64_t* index, double* block_sum) {
+  return argmax_upper_weight_sums<Avx2Ops>(x, n, c1, c0, index, block_sum);
 }
 
 SPEC_VERIFY_AVX2_KERNEL void f32_row_upper_weight_sums_above__avx2(const float* x, int64_t n, float c1, float c0,
@@ -561,7 +581,8 @@ const KernelTable* avx2_kernels() {
                                  f16_widen__avx2, bf16_widen__avx2, f32_row_block_sums__avx2,
                                  f32_residual_block_sums__avx2, /*row_mass_pair_guess=*/nullptr,
                                  fma ? f32_row_weight_sums__avx2 : nullptr, f32_pair_block_sums__avx2,
-                                 f32_row_upper_weight_sums__avx2, f32_row_upper_weight_sums_above__avx2};
+                                 f32_row_upper_weight_sums__avx2, f32_row_upper_weight_sums_above__avx2,
+                                 f32_row_argmax_upper_weight_sums__avx2};
   // Every CPU with AVX2 has F16C too; both are checked all the same.
   static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
   return supported ? &table : nullptr;

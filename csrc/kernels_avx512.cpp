@@ -310,6 +310,17 @@ struct Avx512Ops {
   static SPEC_VERIFY_AVX512 F scale(F p, F n, F) { return _mm512_scalef_ps(p, n); }
   static SPEC_VERIFY_AVX512 F trunc_bits(F t) { return _mm512_castsi512_ps(_mm512_cvttps_epi32(t)); }
   static SPEC_VERIFY_AVX512 F keep_above(F a, F t) { return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(a, t, _CMP_GT_OQ), a); }
+  struct MaxTrack {  // Note [Argmax with upper sums]: maxps ignores a NaN in x, the mask records it
+    __m512 m;
+    __mmask16 unordered = 0;
+    SPEC_VERIFY_AVX512 void reset() { m = _mm512_set1_ps(-std::numeric_limits<float>::infinity()); }
+    SPEC_VERIFY_AVX512 void add(__m512 x) {
+      unordered |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+      m = _mm512_max_ps(x, m);
+    }
+    SPEC_VERIFY_AVX512 float block_max() const { return _mm512_reduce_max_ps(m); }
+    bool nan() const { return unordered != 0; }
+  };
 };
 
 // The weights as a source of the mass driver: computed, stored and summed in one pass.
@@ -343,6 +354,12 @@ SPEC_VERIFY_AVX512_KERNEL void f32_row_weight_sums__avx512(const float* x, int64
 SPEC_VERIFY_AVX512_KERNEL void f32_row_upper_weight_sums__avx512(const float* x, int64_t n, float c1, float c0,
                                                                  double* block_sum) {
   upper_weight_sums<Avx512Ops>(x, n, c1, c0, block_sum);
+}
+
+SPEC_VERIFY_AVX512_KERNEL bool f32_row_argmax_upper_weight_sums__avx512(const float* x, int64_t n, float c1,
+                                                                        float c0, int64_t* index,
+                                                                        double* block_sum) {
+  return argmax_upper_weight_sums<Avx512Ops>(x, n, c1, c0, index, block_sum);
 }
 
 SPEC_VERIFY_AVX512_KERNEL void f32_row_upper_weight_sums_above__avx512(const float* x, int64_t n, float c1,
@@ -605,7 +622,8 @@ const KernelTable* avx512_kernels() {
                                  f16_widen__avx512, bf16_widen__avx512, f32_row_block_sums__avx512,
                                  f32_residual_block_sums__avx512, f32_row_mass_pair_guess__avx512,
                                  f32_row_weight_sums__avx512, f32_pair_block_sums__avx512,
-                                 f32_row_upper_weight_sums__avx512, f32_row_upper_weight_sums_above__avx512};
+                                 f32_row_upper_weight_sums__avx512, f32_row_upper_weight_sums_above__avx512,
+                                 f32_row_argmax_upper_weight_sums__avx512};
   static const bool supported = __builtin_cpu_supports("avx512f");
   return supported ? &table : nullptr;
 }

@@ -316,6 +316,18 @@ struct NeonOps {
   static F scale(F p, F, F t) { return scale_by_two_factors<NeonOps>(p, t); }
   static F trunc_bits(F t) { return vreinterpretq_f32_s32(vcvtq_s32_f32(t)); }
   static F keep_above(F a, F t) { return vreinterpretq_f32_u32(vandq_u32(vcgtq_f32(a, t), vreinterpretq_u32_f32(a))); }
+  struct MaxTrack {  // Note [Argmax with upper sums]: fmax and fmaxv carry a NaN through
+    float32x4_t m;
+    bool seen_nan = false;
+    void reset() { m = vdupq_n_f32(-std::numeric_limits<float>::infinity()); }
+    void add(float32x4_t x) { m = vmaxq_f32(x, m); }
+    float block_max() {
+      const float b = vmaxvq_f32(m);
+      seen_nan |= b != b;
+      return b;
+    }
+    bool nan() const { return seen_nan; }
+  };
 };
 
 // The weights as a source of the mass driver: computed, stored and summed in one pass.
@@ -344,6 +356,11 @@ void f32_row_weight_sums__neon(const float* x, int64_t n, float temperature, flo
 
 void f32_row_upper_weight_sums__neon(const float* x, int64_t n, float c1, float c0, double* block_sum) {
   upper_weight_sums<NeonOps>(x, n, c1, c0, block_sum);
+}
+
+bool f32_row_argmax_upper_weight_sums__neon(const float* x, int64_t n, float c1, float c0, int64_t* index,
+                                            double* block_sum) {
+  return argmax_upper_weight_sums<NeonOps>(x, n, c1, c0, index, block_sum);
 }
 
 void f32_row_upper_weight_sums_above__neon(const float* x, int64_t n, float c1, float c0, float tau,
@@ -456,7 +473,8 @@ const KernelTable* neon_kernels() {
                                  f16_widen__neon, bf16_widen__neon, f32_row_block_sums__neon,
                                  f32_residual_block_sums__neon, /*row_mass_pair_guess=*/nullptr,
                                  f32_row_weight_sums__neon, f32_pair_block_sums__neon,
-                                 f32_row_upper_weight_sums__neon, f32_row_upper_weight_sums_above__neon};
+                                 f32_row_upper_weight_sums__neon, f32_row_upper_weight_sums_above__neon,
+                                 f32_row_argmax_upper_weight_sums__neon};
   return &table;
 }
 

@@ -90,6 +90,11 @@ void f32_row_upper_weight_sums__scalar(const float* x, int64_t n, float c1, floa
   upper_weight_sums<ScalarOps>(x, n, c1, c0, block_sum);
 }
 
+bool f32_row_argmax_upper_weight_sums__scalar(const float* x, int64_t n, float c1, float c0, int64_t* index,
+                                              double* block_sum) {
+  return argmax_upper_weight_sums<ScalarOps>(x, n, c1, c0, index, block_sum);
+}
+
 void f32_row_upper_weight_sums_above__scalar(const float* x, int64_t n, float c1, float c0, float tau,
                                              double* block_sum, double* above_sum) {
   upper_weight_sums_above<ScalarOps>(x, n, c1, c0, tau, block_sum, above_sum);
@@ -181,7 +186,8 @@ const KernelTable& scalar_kernels() {
                                  f16_widen__scalar, bf16_widen__scalar, f32_row_block_sums__scalar,
                                  f32_residual_block_sums__scalar, /*row_mass_pair_guess=*/nullptr,
                                  f32_row_weight_sums__scalar, f32_pair_block_sums__scalar,
-                                 f32_row_upper_weight_sums__scalar, f32_row_upper_weight_sums_above__scalar};
+                                 f32_row_upper_weight_sums__scalar, f32_row_upper_weight_sums_above__scalar,
+                                 f32_row_argmax_upper_weight_sums__scalar};
   return table;
 }
 

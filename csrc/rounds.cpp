@@ -800,38 +800,82 @@ bool bounded_weights_draw(const KernelTable& kt, const float* x, int64_t n, floa
 
 namespace {
 
+// Note [Shifted upper bounds]
+// Note [Argmax with upper sums] forms the floats s_R(v) against a reference R (c0 from R),
+// before the row's max z_max is known: here R = max x / T over the row's first kMassBlock
+// values (so R <= z_max; those values are then in L1 for the pass). Nothing in Note [Weight
+// upper bounds]' argument needs the reference to be the max: against R it bounds the reals
+// exp(x / T - R) as it bounds exp(x / T - z_max), with these changes for
+// d = z_max - R >= 0 (this code takes d <= 60, else it forms the floats again against z_max):
+//  - the values whose weights are not 0 have x / T - R in [-104 + d, d], so the integer
+//    x c1 + c0 reaches 2^23 (127 + d log2 e) < 2^31 and its roundings, and c0's, grow with
+//    |R| and d: e becomes 2^-15 + (|z_max| + |R| + d + 104) 2^-21, which covers them as the
+//    unshifted e covers |z_max|;
+//  - w = exp_nonpositive(x / T - z_max) is within the same 2 ulp of
+//    g exp(x / T - R) for g = exp(R - z_max), taken as exp(-d) (d in float64 within
+//    d 2^-53, std::exp within a few ulp) times 1 +- 2^-40;
+//  - the absolute 2^-126 a value covers the floats below exponent 1 relative to R, so it
+//    scales with g; w's own subnormal rounding does not, so a second 2^-126 a value stays
+//    unscaled.
+// So P <= g_hi (S (1 + 2^-19)(1 + e) + n 2^-126) + n 2^-126 (times the canonical sum's
+// and these expressions' factors, as before), P >= g_lo (S (1 - 2^-19)(1 - e) / 1.0615 -
+// n 2^-126) - n 2^-126, and the same per block. With R = z_max (d = 0) the bounds are the
+// unshifted ones, bit for bit.
 // Note [Weight upper bounds]'s constants for a row of max z zm at this temperature: false if
-// |zm| > 2^20 (NaN included: a malformed row) or they overflow.
+// |zm| > 2^20 (NaN included: a malformed row) or they overflow. set(R) then shift(z_max):
+// Note [Shifted upper bounds].
 struct UpperWeightScale {
   float c1 = 0.0f, c0 = 0.0f;
   double e = 0.0;  // the relative margin of each value's bound
+  double ref = 0.0, g_hi = 1.0, g_lo = 1.0, floor = 0.0;  // the reference R; g's range; the unscaled floor
   bool set(double zm, float temperature) {
     if (!(std::fabs(zm) <= 0x1p20)) return false;
     const double log2e = 1.4426950408889634;
     c1 = static_cast<float>(0x1p23 * log2e / static_cast<double>(temperature));
     c0 = static_cast<float>(0x1p23 * (127.0 - zm * log2e));
     e = 0x1p-15 + (std::fabs(zm) + 104.0) * 0x1p-21;
+    ref = zm;
+    g_hi = g_lo = 1.0;
+    floor = 0.0;
     return std::isfinite(c1) && std::isfinite(c0);
+  }
+  // The floats were formed against set()'s R; the row's max z is zm >= R (false if further
+  // above than 60, or |zm| > 2^20).
+  bool shift(double zm) {
+    const double d = zm - ref;
+    if (!(d >= 0.0 && d <= 60.0 && std::fabs(zm) <= 0x1p20)) return false;
+    if (d == 0.0) return true;
+    e = 0x1p-15 + (std::fabs(zm) + std::fabs(ref) + d + 104.0) * 0x1p-21;
+    const double g = std::exp(-d);
+    g_hi = g * (1.0 + 0x1p-40);
+    g_lo = g * (1.0 - 0x1p-40);
+    floor = 0x1p-126;
+    return true;
   }
   // Bounds on the canonical sum of the exact weights of the values whose floats sum (block
   // by block, nb blocks) to `sums`, over a row of n.
   double upper(const double* sums, int64_t nb, int64_t n) const {
     const double total = sum_in_fours(sums, nb);  // (within nb 2^-53: inside 2^-40)
     const double dn = static_cast<double>(n);
-    return (total * (1.0 + 0x1p-19) * (1.0 + e) + dn * 0x1p-126) * (1.0 + dn * 0x1p-53) * (1.0 + 0x1p-40);
+    return (g_hi * (total * (1.0 + 0x1p-19) * (1.0 + e) + dn * 0x1p-126) + dn * floor) * (1.0 + dn * 0x1p-53) *
+           (1.0 + 0x1p-40);
   }
   // The same for one block whose floats sum to s (kMassBlock values at most).
   double block_upper(double s) const {
-    return s * ((1.0 + 0x1p-19) * (1.0 + e)) + static_cast<double>(kMassBlock) * 0x1p-126;
+    return g_hi * (s * ((1.0 + 0x1p-19) * (1.0 + e)) + static_cast<double>(kMassBlock) * 0x1p-126) +
+           static_cast<double>(kMassBlock) * floor;
   }
   double block_lower(double s) const {
-    return std::max(0.0, s * ((1.0 - 0x1p-19) / kUpperWeightExcess * (1.0 - e)) -
-                             static_cast<double>(kMassBlock) * 0x1p-126);
+    return std::max(0.0, g_lo * (s * ((1.0 - 0x1p-19) / kUpperWeightExcess * (1.0 - e)) -
+                                 static_cast<double>(kMassBlock) * 0x1p-126) -
+                             static_cast<double>(kMassBlock) * floor);
   }
   double lower(const double* sums, int64_t nb, int64_t n) const {
     const double total = sum_in_fours(sums, nb);
     const double dn = static_cast<double>(n);
-    const double l = (total * (1.0 - 0x1p-19) / kUpperWeightExcess * (1.0 - e) - dn * 0x1p-126) * (1.0 - dn * 0x1p-53);
+    const double l =
+        (g_lo * (total * (1.0 - 0x1p-19) / kUpperWeightExcess * (1.0 - e) - dn * 0x1p-126) - dn * floor) *
+        (1.0 - dn * 0x1p-53);
     return std::max(0.0, l * (1.0 - 0x1p-40));
   }
 };
@@ -842,7 +886,47 @@ std::vector<double>& upper_sums(int which, int64_t n) {
   return sums[which];
 }
 
+// Row x's max z into *z_max and Note [Weight upper bounds]' block sums into this thread's
+// buffer `which` (*sums), with their scale *k: in one pass where the path has
+// row_argmax_upper_weight_sums (Note [Shifted upper bounds]: the reference from the first
+// block's max; the floats formed again where the max is more than 60 above it), else an
+// argmax pass and then theirs. False where nothing is bounded: *z_max NaN for a malformed row
+// (NaN, +inf, no finite value, a max z that overflows), else the row's max z.
+bool upper_pass(const KernelTable& kt, const float* x, int64_t n, float temperature, int which, UpperWeightScale* k,
+                float* z_max, double** sums) {
+  *sums = upper_sums(which, n).data();
+  *z_max = std::numeric_limits<float>::quiet_NaN();
+  if (kt.row_upper_weight_sums == nullptr) {
+    *z_max = row_z_max(kt, x, n, temperature);
+    return false;
+  }
+  int64_t top = 0;
+  if (kt.row_argmax_upper_weight_sums != nullptr && kt.row_argmax(x, std::min(n, kMassBlock), &top) &&
+      std::isfinite(x[top]) && !std::isinf(x[top] / temperature) && k->set(x[top] / temperature, temperature)) {
+    if (!kt.row_argmax_upper_weight_sums(x, n, k->c1, k->c0, &top, *sums) || std::isinf(x[top]) ||
+        std::isinf(x[top] / temperature))
+      return false;
+    *z_max = x[top] / temperature;
+    if (k->shift(*z_max)) return true;
+  } else {
+    *z_max = row_z_max(kt, x, n, temperature);
+  }
+  if (std::isnan(*z_max) || !k->set(*z_max, temperature)) return false;
+  kt.row_upper_weight_sums(x, n, k->c1, k->c0, *sums);
+  return true;
+}
+
 }  // namespace
+
+bool weight_mass_bounds_one_pass(const KernelTable& kt, const float* x, int64_t n, float temperature, double* upper,
+                                 float* z_max, double* lower) {
+  UpperWeightScale k;
+  double* sums = nullptr;
+  if (!upper_pass(kt, x, n, temperature, 0, &k, z_max, &sums)) return false;
+  *upper = k.upper(sums, num_blocks(n), n);
+  if (lower != nullptr) *lower = k.lower(sums, num_blocks(n), n);
+  return std::isfinite(*upper);
+}
 
 bool weight_mass_upper(const KernelTable& kt, const float* x, int64_t n, float temperature, double* upper,
                        float* z_max, double* lower, bool z_max_known) {
@@ -988,7 +1072,11 @@ struct LogitRows {
   };
   Cheap cheap(const float* x, bool lower, float z_known = std::numeric_limits<float>::quiet_NaN()) const {
     Cheap c;
-    c.z = std::isnan(z_known) ? row_z_max(kt, x, vocab, params.temperature) : z_known;
+    if (std::isnan(z_known)) {  // the max z and the bounds in one pass where the path can
+      c.ok = weight_mass_bounds_one_pass(kt, x, vocab, params.temperature, &c.hi, &c.z, lower ? &c.lo : nullptr);
+      return c;
+    }
+    c.z = z_known;
     if (!std::isnan(c.z))
       c.ok = weight_mass_upper(kt, x, vocab, params.temperature, &c.hi, &c.z, lower ? &c.lo : nullptr, true);
     return c;
@@ -1174,13 +1262,11 @@ struct LogitRows {
     if (kt.residual_block_sums == nullptr) return -1;
     const float* xp = static_cast<const float*>(target.row(i).data);
     const float* xq = static_cast<const float*>(draft.row(i).data);
-    // Note [Weight upper bounds] first (cheap_node). The rows' max z, found first, spares the
+    // Note [Weight upper bounds] first (cheap_node). The rows' max z, found there, spares the
     // bounds' argmax passes either way.
-    const float zp = row_z_max(kt, xp, vocab, params.temperature), zq = row_z_max(kt, xq, vocab, params.temperature);
-    if (!std::isnan(zp) && !std::isnan(zq)) {
-      const int64_t decided = cheap_node(xp, xq, zp, zq, c, next, tokens, u, ferr);
-      if (decided != -1) return decided;
-    }
+    float zp = std::numeric_limits<float>::quiet_NaN(), zq = zp;
+    const int64_t decided = cheap_node(xp, xq, c, next, tokens, u, ferr, &zp, &zq);
+    if (decided != -1) return decided;
     WeightBounds& p = weight_bounds(0);
     WeightBounds& q = weight_bounds(1);
     if (!bound_weights(kt, xp, vocab, params.temperature, &p, zp) ||
@@ -1217,24 +1303,40 @@ struct LogitRows {
   // the first child looks likely accepted (u q(t) < p(t): P ~ Q guessed), and otherwise unless
   // the last try on this thread failed, then again after 16 nodes: a guess, it changes the
   // time, never the outcome.
-  int64_t cheap_node(const float* xp, const float* xq, float zp, float zq, int64_t c, const std::vector<int64_t>& next,
-                     const int64_t* tokens, const double* u, double* scratch) const {
+  // The rows' max z go to *zp and *zq (NaN: a malformed row) whatever the outcome. While
+  // tries succeed, each row's max z and floats come from one pass (upper_pass); after a
+  // failure the argmax passes come first, and the floats' passes only where tried.
+  int64_t cheap_node(const float* xp, const float* xq, int64_t c, const std::vector<int64_t>& next,
+                     const int64_t* tokens, const double* u, double* scratch, float* zp_out, float* zq_out) const {
     thread_local int64_t skip = 0;
     const float temperature = params.temperature;
     const int64_t t = tokens[c];
+    UpperWeightScale kp, kq;
+    double *sp = nullptr, *sq = nullptr;
+    if (skip == 0) {
+      const bool ok_p = upper_pass(kt, xp, vocab, temperature, 0, &kp, zp_out, &sp);
+      const bool ok_q = upper_pass(kt, xq, vocab, temperature, 1, &kq, zq_out, &sq);
+      if (!ok_p || !ok_q) return -1;
+    } else {
+      *zp_out = row_z_max(kt, xp, vocab, temperature);
+      *zq_out = row_z_max(kt, xq, vocab, temperature);
+    }
+    const float zp = *zp_out, zq = *zq_out;
+    if (std::isnan(zp) || std::isnan(zq)) return -1;
     const double pt = weight(xp[t], temperature, zp);
     const double uq = u[c] * static_cast<double>(weight(xq[t], temperature, zq));
-    UpperWeightScale kp, kq;
-    if (kt.row_upper_weight_sums == nullptr || !kp.set(zp, temperature) || !kq.set(zq, temperature)) return -1;
-    if (!(uq < pt) && skip > 0) {
-      --skip;
-      return -1;
+    if (skip > 0) {
+      if (kt.row_upper_weight_sums == nullptr || !kp.set(zp, temperature) || !kq.set(zq, temperature)) return -1;
+      if (!(uq < pt)) {
+        --skip;
+        return -1;
+      }
+      sp = upper_sums(0, vocab).data();
+      sq = upper_sums(1, vocab).data();
+      kt.row_upper_weight_sums(xp, vocab, kp.c1, kp.c0, sp);
+      kt.row_upper_weight_sums(xq, vocab, kq.c1, kq.c0, sq);
     }
     const int64_t nb = num_blocks(vocab);
-    double* sp = upper_sums(0, vocab).data();
-    double* sq = upper_sums(1, vocab).data();
-    kt.row_upper_weight_sums(xp, vocab, kp.c1, kp.c0, sp);
-    kt.row_upper_weight_sums(xq, vocab, kq.c1, kq.c0, sq);
     const double p_lo = kp.lower(sp, nb, vocab), p_hi = kp.upper(sp, nb, vocab);
     const double q_lo = kq.lower(sq, nb, vocab), q_hi = kq.upper(sq, nb, vocab);
     int64_t decided = -1;

@@ -317,6 +317,10 @@ struct KernelTable {
   // into above_sum, each as within its exact sum as row_upper_weight_sums' are.
   void (*row_upper_weight_sums_above)(const float* x, int64_t n, float c1, float c0, float tau, double* block_sum,
                                       double* above_sum);
+  // Optional: Note [Argmax with upper sums] (exp_f32.h): row_argmax into *index and
+  // row_upper_weight_sums into block_sum, the same values, in one pass; false on a NaN.
+  bool (*row_argmax_upper_weight_sums)(const float* x, int64_t n, float c1, float c0, int64_t* index,
+                                       double* block_sum);
 };
 
 // ---- instruction sets and their selection (dispatch.cpp) --------------------------------
@@ -435,6 +439,12 @@ Outcome accept_round(const KernelTable& kt, Rows target, Rows draft, const int64
 // z_max_known: *z_max already holds max x / temperature of this (well-formed) row.
 bool weight_mass_upper(const KernelTable& kt, const float* x, int64_t n, float temperature, double* upper,
                        float* z_max, double* lower = nullptr, bool z_max_known = false);
+
+// Note [Shifted upper bounds]: weight_mass_upper's bounds and z_max (the same contract,
+// z_max not known) from one pass where the path has row_argmax_upper_weight_sums, else from
+// weight_mass_upper's two.
+bool weight_mass_bounds_one_pass(const KernelTable& kt, const float* x, int64_t n, float temperature, double* upper,
+                                 float* z_max, double* lower = nullptr);
 
 // Note [Top-p upper bounds]: weight_mass_upper's bounds of row x's mass, lower and upper
 // (z_max: max x / temperature of this well-formed row), and an upper bound on the canonical

@@ -19,6 +19,7 @@ attributes to kernels_neon.o or kernels_scalar.o), per element of the rows read:
     weight sums     1 (logits)  <= 9.60       >= 4x fewer   (Note [Bounded warping])
     upper weights   1 (logits)  <= 1.90       >= 3x fewer   (Note [Weight upper bounds])
     upper, above t  1 (logits)  <= 3.20       >= 2.5x fewer (Note [Top-p upper bounds])
+    argmax + upper  1 (logits)  <= 2.25       >= 3x fewer   (Note [Argmax with upper sums])
     keep at least   1 (weights) <= 5.00       >= 3x fewer
     gather at least 1 (weights) <= 2.85       >= 3x fewer   (7% of the values taken)
     widen f16       1 (halves)  <= 1.00       >= 2x fewer
@@ -39,7 +40,9 @@ fused multiply-add, a max, a truncating conversion and an add per 4 lanes with t
 the loop, five times fewer than the approximate weights they stand in for where a round only
 needs to see that a position accepts; with the sums of the floats above a threshold in the
 same pass (Note [Top-p upper bounds], 3.10) a compare, an and and an add more per 4 lanes,
-where the scalar loop adds a select and an add (8.96: 2.9x, not 3x); keep_at_least masks each value twice and widens both masked rows into
+where the scalar loop adds a select and an add (8.96: 2.9x, not 3x); with the row's argmax
+in the same pass (Note [Argmax with upper sums], 2.15) an fmax per 4 lanes and each block's
+fmaxv more, against 1.81 plus the argmax pass's 0.69 apart; keep_at_least masks each value twice and widens both masked rows into
 float64 lanes. gather_at_least (2.70; it gathers indices since top-p sums its candidates
 sparsely, and was 2.9 gathering values four at a time under a budget of 3.20) tests eight
 values at a time and takes apart lane by lane every group of four that holds a value >= t,
@@ -84,7 +87,7 @@ BUDGETS = {"argmax": (0.80, 4.0), "mass": (1.75, 2.0), "residual": (2.50, 2.0),
            "block_sums": (0.95, 4.0), "residual_block_sums": (2.00, 2.0),
            "pair_block_sums": (3.00, 2.0),
            "weights": (11.25, 4.0), "weight_sums": (9.60, 4.0), "upper_weight_sums": (1.90, 3.0),
-           "upper_weight_sums_above": (3.20, 2.5),
+           "upper_weight_sums_above": (3.20, 2.5), "argmax_upper_weight_sums": (2.25, 3.0),
            "keep": (5.00, 3.0),
            "gather": (2.85, 3.0),
            "widen_f16": (1.00, 2.0), "widen_bf16": (1.00, 2.0), "argmax_bf16": (1.60, 2.0),

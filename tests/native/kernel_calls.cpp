@@ -1,7 +1,8 @@
 // Calls one kernel of one path on rows of V elements, a given number of times, so that
 // the instructions executed inside the kernel files can be counted under qemu
 // (scripts/insn_budget.py). Usage: kernel_calls KERNEL PATH V REPS, KERNEL one of argmax, mass,
-// residual, residual_store, sum_f32, block_sums, residual_block_sums, pair_block_sums, weights, weight_sums, upper_weight_sums, keep, gather, and for half rows (Note [Half rows]) widen_f16, widen_bf16,
+// residual, residual_store, sum_f32, block_sums, residual_block_sums, pair_block_sums, weights, weight_sums, upper_weight_sums,
+// upper_weight_sums_above, argmax_upper_weight_sums, keep, gather, and for half rows (Note [Half rows]) widen_f16, widen_bf16,
 // argmax_bf16 and mass_f16 (a half row through typed_argmax / typed_mass).
 #include <cmath>
 #include <cstdint>
@@ -89,6 +90,12 @@ int main(int argc, char** argv) {
       const float c0 = static_cast<float>(0x1p23 * (127.0 - (x_max / 0.8f) * 1.4426950408889634));
       kt.row_upper_weight_sums(x.data(), n, c1, c0, blocks.data());
       sink += blocks[0];
+    } else if (kernel == "argmax_upper_weight_sums") {  // Note [Argmax with upper sums]: as above, one pass
+      const float c1 = static_cast<float>(0x1p23 * 1.4426950408889634 / 0.8);
+      const float c0 = static_cast<float>(0x1p23 * (127.0 - (x_max / 0.8f) * 1.4426950408889634));
+      int64_t top = 0;
+      kt.row_argmax_upper_weight_sums(x.data(), n, c1, c0, &top, blocks.data());
+      sink += blocks[0] + static_cast<double>(top);
     } else if (kernel == "upper_weight_sums_above") {  // Note [Top-p upper bounds]: tau at weight 2^-4
       const float c1 = static_cast<float>(0x1p23 * 1.4426950408889634 / 0.8);
       const float c0 = static_cast<float>(0x1p23 * (127.0 - (x_max / 0.8f) * 1.4426950408889634));

@@ -1056,6 +1056,7 @@ sv::KernelTable without_bounds(const sv::KernelTable& kt) {
   t.residual_block_sums = nullptr;
   t.row_upper_weight_sums = nullptr;  // nor Note [Weight upper bounds] / [Top-p upper bounds]
   t.row_upper_weight_sums_above = nullptr;
+  t.row_argmax_upper_weight_sums = nullptr;
   return t;
 }
 
@@ -1821,6 +1822,150 @@ void upper_weight_bound_tests(Rng& rng, const std::vector<const sv::KernelTable*
         std::snprintf(buf, sizeof buf, "%s weight_mass_upper at powers of two (d %g): %.17g <= P %.17g <= %.17g, T=%g "
                       "z_max=%g", kt->name, d, lower, mass, upper, temperature, zm);
         check(kt->row_upper_weight_sums == nullptr || (got && lower <= mass && mass <= upper), buf);
+      }
+    }
+  }
+}
+
+// Note [Argmax with upper sums]: on every path, row_argmax_upper_weight_sums gives
+// row_argmax's index and row_upper_weight_sums' block sums bit for bit, at references below,
+// at and above the row's max z, and false exactly where row_argmax finds a NaN (anywhere: a
+// vector body, a block's tail); rows of every kind (ties, +0.0 and -0.0 maxima, -inf
+// entries, all -inf) and lengths from 1 (shorter than a vector) to past a block boundary.
+void argmax_upper_kernel_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts) {
+  int64_t compared = 0, nan_rows = 0;
+  for (int r = 0; r < 400; ++r) {
+    const int64_t lengths[] = {1, 7, 15, 16, 17, 255, 256, 257, 1000, 4099, 40000};
+    const int64_t n = r < 330 ? lengths[r % 11] + (r % 11 >= 5 ? rng.below(40) : 0) : 1 + rng.below(140000);
+    std::vector<float> x = make_logits(rng, n, r % 5);
+    const int shape = static_cast<int>(rng.below(6));
+    if (shape == 1) x[rng.below(n)] = std::numeric_limits<float>::quiet_NaN();  // anywhere, tails included
+    if (shape == 2) x[n - 1] = std::numeric_limits<float>::quiet_NaN();         // the last value (a tail)
+    if (shape == 3) {                                                            // zeros of both signs on top
+      for (float& v : x) v = v > 0.0f ? -v : v;
+      x[rng.below(n)] = -0.0f;
+      x[rng.below(n)] = 0.0f;
+    }
+    if (shape == 4) std::fill(x.begin(), x.end(), -std::numeric_limits<float>::infinity());
+    const float temperature = 0.05f + static_cast<float>(rng.uniform()) * 2.0f;
+    int64_t want = -1;
+    const bool finite_max = sv::scalar_kernels().row_argmax(x.data(), n, &want);
+    const double z = finite_max && std::isfinite(x[want]) ? x[want] / temperature : 0.0;
+    const double refs[] = {z, z - 0.3, z - 40.0 * rng.uniform(), z + 0.7};
+    const double ref = refs[rng.below(4)];
+    const double log2e = 1.4426950408889634;
+    const float c1 = static_cast<float>(0x1p23 * log2e / temperature);
+    const float c0 = static_cast<float>(0x1p23 * (127.0 - ref * log2e));
+    const int64_t nb = sv::num_blocks(n);
+    nan_rows += !finite_max;
+    for (const sv::KernelTable* kt : kts) {
+      if (kt->row_argmax_upper_weight_sums == nullptr) continue;
+      std::vector<double> plain(nb), fused(nb);
+      int64_t index = -1, plain_index = -1;
+      const bool got = kt->row_argmax_upper_weight_sums(x.data(), n, c1, c0, &index, fused.data());
+      const bool plain_got = kt->row_argmax(x.data(), n, &plain_index);
+      kt->row_upper_weight_sums(x.data(), n, c1, c0, plain.data());
+      bool same = got == plain_got && got == finite_max;
+      if (got) {
+        same &= index == plain_index && index == want;
+        for (int64_t b = 0; b < nb; ++b) same &= bits(plain[b]) == bits(fused[b]);
+      }
+      ++compared;
+      check(same, std::string(kt->name) + " row_argmax_upper_weight_sums is row_argmax and row_upper_weight_sums, n=" +
+                      std::to_string(n) + " shape " + std::to_string(shape));
+    }
+  }
+  check(compared >= 400 * static_cast<int64_t>(kts.size()) && nan_rows >= 60, "argmax_upper_kernel_tests compared " + std::to_string(compared) +
+                                                   " rows, " + std::to_string(nan_rows) + " malformed");
+}
+
+// Note [Shifted upper bounds]: weight_mass_bounds_one_pass bounds the canonical mass of the
+// exact weights on every path as weight_mass_upper does (rows of every kind, logits scaled up
+// to 2^12, temperatures 0.05 to 3), no looser than Schraudolph's 6.2% and the shifted margins;
+// malformed rows bound nothing (z NaN); and where the bounds are tight against the reference
+// R (the first block's max) rather than the max: rows whose logits sit at R + (j - f) ln 2
+// (+- a few ulps), the max d = J ln 2 above R (J up to 86: d up to 59.6; J = 90 re-forms the
+// floats against the max), f = 0 (the floats exact powers of two: the upper bound within its
+// margins) and f = 0.5573 (the floats 1.0615 times above: the lower bound's). A bound that
+// forgot g = exp(R - z_max), or took it from the wrong side, fails these.
+void shifted_upper_bound_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts) {
+  int64_t decided = 0;
+  for (int r = 0; r < 240; ++r) {
+    const ScaledRow row = scaled_logit_row(rng, r);
+    const std::vector<float>& x = row.x;
+    const int64_t n = static_cast<int64_t>(x.size());
+    float z_max = 0.0f;
+    const double mass = exact_weight_mass(x, row.temperature, &z_max);
+    if (std::isinf(z_max)) continue;
+    for (const sv::KernelTable* kt : kts) {
+      double upper = 0.0, lower = -1.0;
+      float zm = 0.0f;
+      if (!sv::weight_mass_bounds_one_pass(*kt, x.data(), n, row.temperature, &upper, &zm, &lower)) {
+        check(kt->row_upper_weight_sums == nullptr || !(std::fabs(z_max) <= 0x1p20),
+              std::string(kt->name) + " weight_mass_bounds_one_pass bounds a good row, n=" + std::to_string(n));
+        continue;
+      }
+      ++decided;
+      // e at its widest: |R| <= |z_max| + 60, d <= 60.
+      const double e = 0x1p-15 + (2.0 * std::fabs(z_max) + 224.0) * 0x1p-21;
+      const double loose = (mass * 1.0625 * (1.0 + e) + static_cast<double>(n) * 0x1p-124) * (1.0 + 0x1p-18);
+      char buf[200];
+      std::snprintf(buf, sizeof buf, "%s weight_mass_bounds_one_pass: %.17g <= P %.17g <= %.17g <= %.17g, n=%lld "
+                    "T=%g", kt->name, lower, mass, upper, loose, (long long)n, row.temperature);
+      check(zm == z_max && mass <= upper && upper <= loose && lower <= mass && lower >= 0.0 &&
+                lower * 1.0625 * (1.0 + 0x1p-18) >= mass * (1.0 - e) * (1.0 - e) - static_cast<double>(n) * 0x1p-124,
+            buf);
+    }
+  }
+  check(decided >= 200 * static_cast<int64_t>(kts.size()),
+        "weight_mass_bounds_one_pass bounded rows (" + std::to_string(decided) + " of 240 a path)");
+  // Malformed rows: nothing bounded, z NaN (a NaN in the head, after it, +inf, all -inf).
+  for (int kind = 0; kind < 4; ++kind) {
+    std::vector<float> x = make_logits(rng, 3000, 0);
+    const float inf = std::numeric_limits<float>::infinity();
+    if (kind == 0) x[5] = std::numeric_limits<float>::quiet_NaN();
+    if (kind == 1) x[2999] = std::numeric_limits<float>::quiet_NaN();
+    if (kind == 2) x[1700] = inf;
+    if (kind == 3) std::fill(x.begin(), x.end(), -inf);
+    for (const sv::KernelTable* kt : kts) {
+      double upper = 0.0;
+      float zm = 0.0f;
+      const bool got = sv::weight_mass_bounds_one_pass(*kt, x.data(), 3000, 0.8f, &upper, &zm);
+      check(!got && std::isnan(zm), std::string(kt->name) + " weight_mass_bounds_one_pass on a malformed row, kind " +
+                                        std::to_string(kind));
+    }
+  }
+  // The tight rows, and a masked head (the reference then from the max itself).
+  const double ln2 = 0.6931471805599453;
+  for (const float temperature : {1.0f, 0.7f, 0.05f}) {
+    for (const double ref : {0.0, 17.25, -3000.5}) {
+      for (const int top : {0, 1, 8, 30, 86, 90}) {
+        for (const double f : {0.0, 0.5573}) {
+          for (const bool masked_head : {false, true}) {
+            std::vector<float> x(sv::kMassBlock, masked_head ? -std::numeric_limits<float>::infinity()
+                                                            : static_cast<float>((ref - 50.0 * ln2) * temperature));
+            if (!masked_head) x[17] = static_cast<float>(ref * temperature);
+            for (int j = top; j >= top - 120; --j) {
+              float v = static_cast<float>((ref + (j - f) * ln2) * temperature);
+              for (int i = 0; i < 7; ++i, v = std::nextafter(v, i < 4 ? 1e30f : -1e30f))
+                for (int copies = j > top - 3 ? 100 : 1; copies > 0; --copies) x.push_back(v);
+            }
+            const int64_t n = static_cast<int64_t>(x.size());
+            float z_max = 0.0f;
+            const double mass = exact_weight_mass(x, temperature, &z_max);
+            for (const sv::KernelTable* kt : kts) {
+              double upper = 0.0, lower = -1.0;
+              float zm = 0.0f;
+              const bool got = sv::weight_mass_bounds_one_pass(*kt, x.data(), n, temperature, &upper, &zm, &lower);
+              char buf[220];
+              std::snprintf(buf, sizeof buf, "%s weight_mass_bounds_one_pass, tight (J %d f %g%s): %.17g <= P %.17g "
+                            "<= %.17g, T=%g R=%g", kt->name, top, f, masked_head ? ", masked head" : "", lower, mass,
+                            upper, temperature, ref);
+              check(kt->row_upper_weight_sums == nullptr || (got && zm == z_max && lower <= mass && mass <= upper),
+                    buf);
+            }
+          }
+        }
       }
     }
   }
@@ -3194,6 +3339,8 @@ int main(int argc, char** argv) {
   bounded_block_tests(rng, kts, quick ? 4 : 20, 160000);
   bounded_warping_kernels(rng, kts);
   upper_weight_bound_tests(rng, kts);
+  argmax_upper_kernel_tests(rng, kts);
+  shifted_upper_bound_tests(rng, kts);
   top_p_bound_kernel_tests(rng, kts);
   top_p_bound_rounds(rng, kts, quick ? 150 : 1200, 3000);
   top_p_bound_rounds(rng, kts, quick ? 4 : 20, 160000);
