@@ -247,6 +247,38 @@ def test_token_and_parent_forms_agree(sv):
             assert got[0].tolist() == want_logits[0].tolist() and got[1] == want_logits[1]
 
 
+def test_list_parents_take_the_ints_ops(sv):
+    """A list of ints for `parents` goes through the ops' `_ints` twins (no tensor made of
+    it): the same results as a tensor with the same generator state, for all four tree ops
+    (greedy too), and the same errors: wrong length, out of range (ValueError naming
+    parents), bools (TypeError), values beyond int64 (ValueError)."""
+    p, q = rows(6, 1), rows(6, 2)
+    logits = torch.log(p)
+    tokens, parents = torch.tensor([1, 2, 3, 0, 4]), [-1, -1, 0, 0, 1]
+    calls = [lambda par, g: sv.verify_tree_probs(p, tokens, par, q, generator=g),
+             lambda par, g: sv.verify_tree_probs(p, tokens, par, None, generator=g),
+             lambda par, g: sv.verify_tree_probs(p, tokens, par, q, greedy=True),
+             lambda par, g: sv.verify_tree(logits, tokens, par, torch.log(q), temperature=0.8, generator=g),
+             lambda par, g: sv.verify_tree(logits, tokens, par, None, temperature=0.0),
+             lambda par, g: sv.verify_tree_probs_with_uniforms(p, tokens, par, q,
+                                                               torch.rand(6, dtype=torch.float64, generator=g)),
+             lambda par, g: sv.verify_tree_with_uniforms(logits, tokens, par, None,
+                                                         torch.rand(6, dtype=torch.float64, generator=g),
+                                                         temperature=1.3, top_p=0.9)]
+    for call in calls:
+        for seed in range(5):
+            a = call(parents, torch.Generator().manual_seed(seed))
+            b = call(torch.tensor(parents), torch.Generator().manual_seed(seed))
+            assert a[0].tolist() == b[0].tolist() and a[1] == b[1]
+    for bad, err, match in (([-1, -1, 0, 0], ValueError, r"parents must have shape \[N\] = \[5\].*got \[4\]"),
+                            ([-1, -1, 0, 0, 4], ValueError, r"parents\[4\] = 4 must be in \[-1, 4\)"),
+                            ([-1, -1, 0, 0, True], TypeError, "parents"),
+                            ([-1, -1, 0, 0, 1 << 64], ValueError, "parents")):
+        for call in calls:
+            with pytest.raises(err, match=match):
+                call(bad, torch.Generator().manual_seed(0))
+
+
 def test_uniform_budget(sv):
     p, q = rows(6, 1), rows(6, 2)
     for draft in (None, q):
@@ -265,6 +297,11 @@ def test_opcheck_and_compile(sv):
     torch.library.opcheck(sv.ops.verify_tree_probs_with_uniforms, (p, t, par, None, u, False))
     torch.library.opcheck(sv.ops.verify_tree_with_uniforms, (p.log(), t, par, None, u, 0.8, 0, 0.9, 0.0))
     torch.library.opcheck(sv.ops.verify_tree, (p.log(), t, par, q.log(), 0.8, 0, 1.0, 0.0, None))
+    # The twins that take parents as a list of ints (what the wrappers call with a list).
+    torch.library.opcheck(sv.ops._verify_tree_probs_with_uniforms_ints, (p, t, par.tolist(), q, u, False))
+    torch.library.opcheck(sv.ops._verify_tree_with_uniforms_ints, (p.log(), t, par.tolist(), None, u, 0.8, 0, 0.9, 0.0))
+    torch.library.opcheck(sv.ops._verify_tree_ints, (p.log(), t, par.tolist(), q.log(), 0.8, 0, 1.0, 0.0, None))
+    torch.library.opcheck(sv.ops._verify_tree_probs_ints, (p, t, par.tolist(), q, False, None))
 
     def f(p, q, u):
         path, x = sv.verify_tree_probs_with_uniforms(p, t, par, q, u)

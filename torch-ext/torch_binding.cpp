@@ -588,10 +588,25 @@ std::vector<int64_t> checked_ints(const char* op, const char* name, const at::Te
   return std::vector<int64_t>(values.data_ptr<int64_t>(), values.data_ptr<int64_t>() + n);
 }
 
+// The same from a list of ints (the _ints ops: a Python list of parents reaches the op
+// without a tensor made of it).
+std::vector<int64_t> checked_ints(const char*, const char* name, at::IntArrayRef list, int64_t n,
+                                  const char* rows_name, const char* op) {
+  TORCH_CHECK_VALUE(static_cast<int64_t>(list.size()) == n, "spec_verify.", op, ": ", name, " must have shape [N] = [",
+                    n, "] (N = ", rows_name, ".shape[0] - 1), got [", list.size(), "]");
+  return std::vector<int64_t>(list.begin(), list.end());
+}
+std::vector<int64_t> checked_ints(const char*, const char* name, const at::Tensor& t, int64_t n,
+                                  const char* rows_name, const char* op) {
+  return checked_ints(op, name, t, n, rows_name);
+}
+
 // The tree: rows [N+1, V], tokens in [0, V), parents[j] in [-1, j), and with no draft rows
-// (deterministic children, sampled) distinct tokens among siblings.
+// (deterministic children, sampled) distinct tokens among siblings. Parents: a tensor or a
+// list of ints.
+template <class Parents>
 TreeArgs checked_tree(const char* op, const RowNames& names, const at::Tensor& target,
-                      const std::optional<at::Tensor>& draft, const at::Tensor& tokens, const at::Tensor& parents,
+                      const std::optional<at::Tensor>& draft, const at::Tensor& tokens, const Parents& parents,
                       bool greedy) {
   TreeArgs a;
   check_cpu(op, names.target, target);
@@ -603,7 +618,7 @@ TreeArgs checked_tree(const char* op, const RowNames& names, const at::Tensor& t
   if (!greedy && draft.has_value() && draft->defined())
     a.draft = checked_rows(op, names.draft, *draft, a.n + 1, a.vocab, "[N+1, V]");
   a.tokens = checked_ints(op, "tokens", tokens, a.n, names.target);
-  a.parents = checked_ints(op, "parents", parents, a.n, names.target);
+  a.parents = checked_ints(op, "parents", parents, a.n, names.target, op);
   for (int64_t j = 0; j < a.n; ++j) {
     TORCH_CHECK_VALUE(a.tokens[j] >= 0 && a.tokens[j] < a.vocab, "spec_verify.", op, ": tokens[", j, "] = ",
                       a.tokens[j], " is outside the vocabulary [0, ", a.vocab, ")");
@@ -649,12 +664,14 @@ sv::Outcome run_tree(const TreeArgs& a, const double* uniforms, const sv::WarpPa
 
 }  // namespace
 
-std::tuple<at::Tensor, c10::SymInt> verify_tree(const at::Tensor& target_logits, const at::Tensor& tokens,
-                                                const at::Tensor& parents,
+namespace {
+
+template <class Parents>
+std::tuple<at::Tensor, c10::SymInt> tree_logits(const char* op, const at::Tensor& target_logits,
+                                                const at::Tensor& tokens, const Parents& parents,
                                                 const std::optional<at::Tensor>& draft_logits, double temperature,
                                                 int64_t top_k, double top_p, double min_p,
                                                 const std::optional<at::Generator>& generator) {
-  const char* op = "verify_tree";
   const sv::WarpParams params = checked_params(op, temperature, top_k, top_p, min_p);
   const bool greedy = params.temperature == 0.0f;
   const TreeArgs a = checked_tree(op, kLogits, target_logits, draft_logits, tokens, parents, greedy);
@@ -666,12 +683,12 @@ std::tuple<at::Tensor, c10::SymInt> verify_tree(const at::Tensor& target_logits,
   return tree_result(out, path);
 }
 
-std::tuple<at::Tensor, c10::SymInt> verify_tree_with_uniforms(const at::Tensor& target_logits,
-                                                              const at::Tensor& tokens, const at::Tensor& parents,
+template <class Parents>
+std::tuple<at::Tensor, c10::SymInt> tree_logits_with_uniforms(const char* op, const at::Tensor& target_logits,
+                                                              const at::Tensor& tokens, const Parents& parents,
                                                               const std::optional<at::Tensor>& draft_logits,
                                                               const at::Tensor& uniforms, double temperature,
                                                               int64_t top_k, double top_p, double min_p) {
-  const char* op = "verify_tree_with_uniforms";
   const sv::WarpParams params = checked_params(op, temperature, top_k, top_p, min_p);
   const bool greedy = params.temperature == 0.0f;
   const TreeArgs a = checked_tree(op, kLogits, target_logits, draft_logits, tokens, parents, greedy);
@@ -682,11 +699,11 @@ std::tuple<at::Tensor, c10::SymInt> verify_tree_with_uniforms(const at::Tensor& 
   return tree_result(out, path);
 }
 
-std::tuple<at::Tensor, c10::SymInt> verify_tree_probs(const at::Tensor& target_probs, const at::Tensor& tokens,
-                                                      const at::Tensor& parents,
-                                                      const std::optional<at::Tensor>& draft_probs, bool greedy,
-                                                      const std::optional<at::Generator>& generator) {
-  const char* op = "verify_tree_probs";
+template <class Parents>
+std::tuple<at::Tensor, c10::SymInt> tree_probs(const char* op, const at::Tensor& target_probs,
+                                               const at::Tensor& tokens, const Parents& parents,
+                                               const std::optional<at::Tensor>& draft_probs, bool greedy,
+                                               const std::optional<at::Generator>& generator) {
   const TreeArgs a = checked_tree(op, kProbs, target_probs, draft_probs, tokens, parents, greedy);
   std::vector<int64_t> path;
   const sv::Outcome out = greedy ? run_tree(a, nullptr, nullptr, &path)
@@ -696,18 +713,87 @@ std::tuple<at::Tensor, c10::SymInt> verify_tree_probs(const at::Tensor& target_p
   return tree_result(out, path);
 }
 
-std::tuple<at::Tensor, c10::SymInt> verify_tree_probs_with_uniforms(const at::Tensor& target_probs,
-                                                                    const at::Tensor& tokens,
-                                                                    const at::Tensor& parents,
-                                                                    const std::optional<at::Tensor>& draft_probs,
-                                                                    const at::Tensor& uniforms, bool greedy) {
-  const char* op = "verify_tree_probs_with_uniforms";
+template <class Parents>
+std::tuple<at::Tensor, c10::SymInt> tree_probs_with_uniforms(const char* op, const at::Tensor& target_probs,
+                                                             const at::Tensor& tokens, const Parents& parents,
+                                                             const std::optional<at::Tensor>& draft_probs,
+                                                             const at::Tensor& uniforms, bool greedy) {
   const TreeArgs a = checked_tree(op, kProbs, target_probs, draft_probs, tokens, parents, greedy);
   const at::Tensor u = checked_uniforms(op, uniforms, a.n + 1, "[N+1] = [" + std::to_string(a.n + 1) + "]");
   std::vector<int64_t> path;
   const sv::Outcome out = run_tree(a, greedy ? nullptr : u.data_ptr<double>(), nullptr, &path);
   raise_if_bad(op, out, kProbs);
   return tree_result(out, path);
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, c10::SymInt> verify_tree(const at::Tensor& target_logits, const at::Tensor& tokens,
+                                                const at::Tensor& parents,
+                                                const std::optional<at::Tensor>& draft_logits, double temperature,
+                                                int64_t top_k, double top_p, double min_p,
+                                                const std::optional<at::Generator>& generator) {
+  return tree_logits("verify_tree", target_logits, tokens, parents, draft_logits, temperature, top_k, top_p, min_p,
+                     generator);
+}
+
+std::tuple<at::Tensor, c10::SymInt> verify_tree_ints(const at::Tensor& target_logits, const at::Tensor& tokens,
+                                                     at::IntArrayRef parents,
+                                                     const std::optional<at::Tensor>& draft_logits,
+                                                     double temperature, int64_t top_k, double top_p, double min_p,
+                                                     const std::optional<at::Generator>& generator) {
+  return tree_logits("verify_tree", target_logits, tokens, parents, draft_logits, temperature, top_k, top_p, min_p,
+                     generator);
+}
+
+std::tuple<at::Tensor, c10::SymInt> verify_tree_with_uniforms(const at::Tensor& target_logits,
+                                                              const at::Tensor& tokens, const at::Tensor& parents,
+                                                              const std::optional<at::Tensor>& draft_logits,
+                                                              const at::Tensor& uniforms, double temperature,
+                                                              int64_t top_k, double top_p, double min_p) {
+  return tree_logits_with_uniforms("verify_tree_with_uniforms", target_logits, tokens, parents, draft_logits,
+                                   uniforms, temperature, top_k, top_p, min_p);
+}
+
+std::tuple<at::Tensor, c10::SymInt> verify_tree_with_uniforms_ints(const at::Tensor& target_logits,
+                                                                   const at::Tensor& tokens, at::IntArrayRef parents,
+                                                                   const std::optional<at::Tensor>& draft_logits,
+                                                                   const at::Tensor& uniforms, double temperature,
+                                                                   int64_t top_k, double top_p, double min_p) {
+  return tree_logits_with_uniforms("verify_tree_with_uniforms", target_logits, tokens, parents, draft_logits,
+                                   uniforms, temperature, top_k, top_p, min_p);
+}
+
+std::tuple<at::Tensor, c10::SymInt> verify_tree_probs(const at::Tensor& target_probs, const at::Tensor& tokens,
+                                                      const at::Tensor& parents,
+                                                      const std::optional<at::Tensor>& draft_probs, bool greedy,
+                                                      const std::optional<at::Generator>& generator) {
+  return tree_probs("verify_tree_probs", target_probs, tokens, parents, draft_probs, greedy, generator);
+}
+
+std::tuple<at::Tensor, c10::SymInt> verify_tree_probs_ints(const at::Tensor& target_probs, const at::Tensor& tokens,
+                                                           at::IntArrayRef parents,
+                                                           const std::optional<at::Tensor>& draft_probs, bool greedy,
+                                                           const std::optional<at::Generator>& generator) {
+  return tree_probs("verify_tree_probs", target_probs, tokens, parents, draft_probs, greedy, generator);
+}
+
+std::tuple<at::Tensor, c10::SymInt> verify_tree_probs_with_uniforms(const at::Tensor& target_probs,
+                                                                    const at::Tensor& tokens,
+                                                                    const at::Tensor& parents,
+                                                                    const std::optional<at::Tensor>& draft_probs,
+                                                                    const at::Tensor& uniforms, bool greedy) {
+  return tree_probs_with_uniforms("verify_tree_probs_with_uniforms", target_probs, tokens, parents, draft_probs,
+                                  uniforms, greedy);
+}
+
+std::tuple<at::Tensor, c10::SymInt> verify_tree_probs_with_uniforms_ints(const at::Tensor& target_probs,
+                                                                         const at::Tensor& tokens,
+                                                                         at::IntArrayRef parents,
+                                                                         const std::optional<at::Tensor>& draft_probs,
+                                                                         const at::Tensor& uniforms, bool greedy) {
+  return tree_probs_with_uniforms("verify_tree_probs_with_uniforms", target_probs, tokens, parents, draft_probs,
+                                  uniforms, greedy);
 }
 
 // ---- batches: Note [Ragged batches] ------------------------------------------------------
@@ -1080,6 +1166,23 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def("verify_tree_probs_with_uniforms(Tensor target_probs, Tensor tokens, Tensor parents, "
           "Tensor? draft_probs, Tensor uniforms, bool greedy=False) -> (Tensor, SymInt)");
   ops.impl("verify_tree_probs_with_uniforms", c10::kCPU, &verify_tree_probs_with_uniforms);
+  // The tree ops again with `parents` as a list of ints (int[]): the wrappers pass a Python
+  // list through these, without a tensor made of it (about 1 us a call). Separate names, not
+  // overloads: opcheck and users' code take the public ops' packets as single schemas.
+  ops.def("_verify_tree_ints(Tensor target_logits, Tensor tokens, int[] parents, Tensor? draft_logits=None, "
+          "float temperature=1.0, int top_k=0, float top_p=1.0, float min_p=0.0, "
+          "Generator? generator=None) -> (Tensor, SymInt)");
+  ops.impl("_verify_tree_ints", c10::kCPU, &verify_tree_ints);
+  ops.def("_verify_tree_with_uniforms_ints(Tensor target_logits, Tensor tokens, int[] parents, "
+          "Tensor? draft_logits, Tensor uniforms, float temperature=1.0, int top_k=0, float top_p=1.0, "
+          "float min_p=0.0) -> (Tensor, SymInt)");
+  ops.impl("_verify_tree_with_uniforms_ints", c10::kCPU, &verify_tree_with_uniforms_ints);
+  ops.def("_verify_tree_probs_ints(Tensor target_probs, Tensor tokens, int[] parents, Tensor? draft_probs=None, "
+          "bool greedy=False, Generator? generator=None) -> (Tensor, SymInt)");
+  ops.impl("_verify_tree_probs_ints", c10::kCPU, &verify_tree_probs_ints);
+  ops.def("_verify_tree_probs_with_uniforms_ints(Tensor target_probs, Tensor tokens, int[] parents, "
+          "Tensor? draft_probs, Tensor uniforms, bool greedy=False) -> (Tensor, SymInt)");
+  ops.impl("_verify_tree_probs_with_uniforms_ints", c10::kCPU, &verify_tree_probs_with_uniforms_ints);
   ops.def("verify_batch(Tensor target_logits, Tensor draft_tokens, Tensor cu_num_draft_tokens, "
           "Tensor? draft_logits=None, Tensor? temperature=None, Tensor? top_k=None, Tensor? top_p=None, "
           "Tensor? min_p=None, str method=\"token\", Generator? generator=None, "
@@ -1111,6 +1214,10 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
     ops.impl("verify_tree_with_uniforms", key, &verify_tree_with_uniforms);
     ops.impl("verify_tree_probs", key, &verify_tree_probs);
     ops.impl("verify_tree_probs_with_uniforms", key, &verify_tree_probs_with_uniforms);
+    ops.impl("_verify_tree_ints", key, &verify_tree_ints);
+    ops.impl("_verify_tree_with_uniforms_ints", key, &verify_tree_with_uniforms_ints);
+    ops.impl("_verify_tree_probs_ints", key, &verify_tree_probs_ints);
+    ops.impl("_verify_tree_probs_with_uniforms_ints", key, &verify_tree_probs_with_uniforms_ints);
   }
   ops.def("isa() -> str", &isa);
   ops.def("available_isas() -> str[]", &available_isas);

@@ -78,6 +78,27 @@ std::tuple<at::Tensor, c10::SymInt> verify_tree_probs_with_uniforms(const at::Te
                                                                     const std::optional<at::Tensor>& draft_probs,
                                                                     const at::Tensor& uniforms, bool greedy);
 
+// The four tree ops with parents as a list of ints (the ops _verify_tree_ints and so on).
+std::tuple<at::Tensor, c10::SymInt> verify_tree_ints(const at::Tensor& target_logits, const at::Tensor& tokens,
+                                                     at::IntArrayRef parents,
+                                                     const std::optional<at::Tensor>& draft_logits,
+                                                     double temperature, int64_t top_k, double top_p, double min_p,
+                                                     const std::optional<at::Generator>& generator);
+std::tuple<at::Tensor, c10::SymInt> verify_tree_with_uniforms_ints(const at::Tensor& target_logits,
+                                                                   const at::Tensor& tokens, at::IntArrayRef parents,
+                                                                   const std::optional<at::Tensor>& draft_logits,
+                                                                   const at::Tensor& uniforms, double temperature,
+                                                                   int64_t top_k, double top_p, double min_p);
+std::tuple<at::Tensor, c10::SymInt> verify_tree_probs_ints(const at::Tensor& target_probs, const at::Tensor& tokens,
+                                                           at::IntArrayRef parents,
+                                                           const std::optional<at::Tensor>& draft_probs, bool greedy,
+                                                           const std::optional<at::Generator>& generator);
+std::tuple<at::Tensor, c10::SymInt> verify_tree_probs_with_uniforms_ints(const at::Tensor& target_probs,
+                                                                         const at::Tensor& tokens,
+                                                                         at::IntArrayRef parents,
+                                                                         const std::optional<at::Tensor>& draft_probs,
+                                                                         const at::Tensor& uniforms, bool greedy);
+
 // Note [Ragged batches] (csrc/spec_verify.h): B sequences in vLLM's layout, over threads.
 std::tuple<at::Tensor, at::Tensor> verify_batch(
     const at::Tensor& target_logits, const at::Tensor& draft_tokens, const at::Tensor& cu_num_draft_tokens,

@@ -67,7 +67,15 @@ _verify_tree_op = _verify_tree._op
 _verify_tree_with_uniforms_op = _verify_tree_with_uniforms._op
 _verify_tree_probs_op = _verify_tree_probs._op
 _verify_tree_probs_with_uniforms_op = _verify_tree_probs_with_uniforms._op
+# The tree ops' _ints twins take `parents` as int[]: a list of Python ints goes in as it is
+# (the argument parser reads it, about 1.2 us more than a tensor), where making a tensor of it
+# costs about 2.5 us.
+_verify_tree_ints_op = ops._verify_tree_ints.default._op
+_verify_tree_with_uniforms_ints_op = ops._verify_tree_with_uniforms_ints.default._op
+_verify_tree_probs_ints_op = ops._verify_tree_probs_ints.default._op
+_verify_tree_probs_with_uniforms_ints_op = ops._verify_tree_probs_with_uniforms_ints.default._op
 _Generator = torch.Generator
+_INT_ONLY = frozenset((int,))
 _no_subclass_torch_function = torch._C.DisableTorchFunctionSubclass
 _is_compiling = torch.compiler.is_compiling
 
@@ -725,7 +733,17 @@ def _tree_args(op: str, target, tokens, parents, draft, names):
     if not (type(tokens) is _Tensor and tokens.is_cpu and tokens.dtype is not _uint64):
         tokens = _token_tensor(tokens, f"spec_verify.{op}: tokens", _vocab(target))
     if not (type(parents) is _Tensor and parents.is_cpu and parents.dtype is not _uint64):
-        parents = _token_tensor(parents, f"spec_verify.{op}: parents")
+        # A list of plain ints within int64, eager: kept as it is for the ops' _ints twins
+        # (`_exact_tensors`, `_tree_parents`); anything else becomes a tensor (or an error) here.
+        # (Type and range checked in C: set(map(type)) and array("q"), about 0.6 us for 8.)
+        keep = type(parents) is list and set(map(type, parents)) == _INT_ONLY and not _is_compiling()
+        if keep:
+            try:
+                array("q", parents)
+            except OverflowError:
+                keep = False
+        if not keep:
+            parents = _token_tensor(parents, f"spec_verify.{op}: parents")
     if not (type(target) is _Tensor and target.is_cpu and
             (draft is None or (type(draft) is _Tensor and draft.is_cpu))):
         cpu = {names[0]: target}
@@ -738,9 +756,16 @@ def _tree_args(op: str, target, tokens, parents, draft, names):
 def _exact_tensors(target, tokens, parents, draft) -> bool:
     """Whether a tree op may be called through its builtin (see `_accept_op`: about 0.4 us a
     call, 0.6 more with a generator): eager, every tensor argument an exact Tensor (a
-    subclass keeps its overrides through the OpOverload; torch.compile traces that)."""
-    return (type(target) is _Tensor and type(tokens) is _Tensor and type(parents) is _Tensor
+    subclass keeps its overrides through the OpOverload; torch.compile traces that), parents
+    an exact Tensor or the list `_tree_args` kept (for the _ints op's builtin)."""
+    return (type(target) is _Tensor and type(tokens) is _Tensor and
+            (type(parents) is _Tensor or type(parents) is list)
             and (draft is None or type(draft) is _Tensor) and not _is_compiling())
+
+
+def _tree_parents(op: str, parents):
+    """`parents` as the OpOverloads take it: the list `_tree_args` kept, as a tensor."""
+    return _token_tensor(parents, f"spec_verify.{op}: parents") if type(parents) is list else parents
 
 
 def verify_tree(
@@ -775,13 +800,15 @@ def verify_tree(
     tokens, parents = _tree_args("verify_tree", target_logits, tokens, parents, draft_logits,
                                  ("target_logits", "draft_logits"))
     if _exact_tensors(target_logits, tokens, parents, draft_logits):
+        verify = _verify_tree_ints_op if type(parents) is list else _verify_tree_op
         if generator is None:
-            return _verify_tree_op(target_logits, tokens, parents, draft_logits, temperature, top_k, top_p, min_p)
+            return verify(target_logits, tokens, parents, draft_logits, temperature, top_k, top_p, min_p)
         if type(generator) is _Generator:
             with _no_subclass_torch_function():
-                return _verify_tree_op(target_logits, tokens, parents, draft_logits, temperature, top_k, top_p,
-                                       min_p, generator)
-    return _verify_tree(target_logits, tokens, parents, draft_logits, temperature, top_k, top_p, min_p, generator)
+                return verify(target_logits, tokens, parents, draft_logits, temperature, top_k, top_p, min_p,
+                              generator)
+    return _verify_tree(target_logits, tokens, _tree_parents("verify_tree", parents), draft_logits, temperature,
+                        top_k, top_p, min_p, generator)
 
 
 def verify_tree_with_uniforms(
@@ -804,9 +831,11 @@ def verify_tree_with_uniforms(
                                  ("target_logits", "draft_logits"))
     if not (type(uniforms) is _Tensor and uniforms.is_cpu):
         _check_on_cpu("verify_tree_with_uniforms", uniforms=uniforms)
-    verify = (_verify_tree_with_uniforms_op if type(uniforms) is _Tensor and
-              _exact_tensors(target_logits, tokens, parents, draft_logits) else _verify_tree_with_uniforms)
-    return verify(target_logits, tokens, parents, draft_logits, uniforms, temperature, top_k, top_p, min_p)
+    if type(uniforms) is _Tensor and _exact_tensors(target_logits, tokens, parents, draft_logits):
+        verify = _verify_tree_with_uniforms_ints_op if type(parents) is list else _verify_tree_with_uniforms_op
+        return verify(target_logits, tokens, parents, draft_logits, uniforms, temperature, top_k, top_p, min_p)
+    return _verify_tree_with_uniforms(target_logits, tokens, _tree_parents("verify_tree_with_uniforms", parents),
+                                      draft_logits, uniforms, temperature, top_k, top_p, min_p)
 
 
 def verify_tree_probs(
@@ -838,12 +867,14 @@ def verify_tree_probs(
     tokens, parents = _tree_args("verify_tree_probs", target_probs, tokens, parents, draft_probs,
                                  ("target_probs", "draft_probs"))
     if _exact_tensors(target_probs, tokens, parents, draft_probs):
+        verify = _verify_tree_probs_ints_op if type(parents) is list else _verify_tree_probs_op
         if generator is None:
-            return _verify_tree_probs_op(target_probs, tokens, parents, draft_probs, greedy)
+            return verify(target_probs, tokens, parents, draft_probs, greedy)
         if type(generator) is _Generator:
             with _no_subclass_torch_function():
-                return _verify_tree_probs_op(target_probs, tokens, parents, draft_probs, greedy, generator)
-    return _verify_tree_probs(target_probs, tokens, parents, draft_probs, greedy, generator)
+                return verify(target_probs, tokens, parents, draft_probs, greedy, generator)
+    return _verify_tree_probs(target_probs, tokens, _tree_parents("verify_tree_probs", parents), draft_probs, greedy,
+                              generator)
 
 
 def verify_tree_probs_with_uniforms(
@@ -863,9 +894,13 @@ def verify_tree_probs_with_uniforms(
                                  ("target_probs", "draft_probs"))
     if not (type(uniforms) is _Tensor and uniforms.is_cpu):
         _check_on_cpu("verify_tree_probs_with_uniforms", uniforms=uniforms)
-    verify = (_verify_tree_probs_with_uniforms_op if type(uniforms) is _Tensor and
-              _exact_tensors(target_probs, tokens, parents, draft_probs) else _verify_tree_probs_with_uniforms)
-    return verify(target_probs, tokens, parents, draft_probs, uniforms, greedy)
+    if type(uniforms) is _Tensor and _exact_tensors(target_probs, tokens, parents, draft_probs):
+        verify = (_verify_tree_probs_with_uniforms_ints_op if type(parents) is list
+                  else _verify_tree_probs_with_uniforms_op)
+        return verify(target_probs, tokens, parents, draft_probs, uniforms, greedy)
+    return _verify_tree_probs_with_uniforms(target_probs, tokens,
+                                            _tree_parents("verify_tree_probs_with_uniforms", parents), draft_probs,
+                                            uniforms, greedy)
 
 
 for _f in (verify_tree, verify_tree_probs):
@@ -1174,6 +1209,7 @@ def _tree_fake(target, tokens, *args, **kwargs):
 
 for _name in ("verify_tree", "verify_tree_with_uniforms", "verify_tree_probs", "verify_tree_probs_with_uniforms"):
     torch.library.register_fake(add_op_namespace_prefix(_name))(_tree_fake)
+    torch.library.register_fake(add_op_namespace_prefix(f"_{_name}_ints"))(_tree_fake)
 
 
 @torch.library.register_fake(add_op_namespace_prefix("verify_batch"))
