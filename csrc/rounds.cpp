@@ -166,6 +166,7 @@ thread_local int64_t t_bounded_fallbacks = 0;
 thread_local int64_t t_top_p_accepted = 0;  // Note [Top-p upper bounds]'s acceptances (a test hook)
 thread_local int64_t t_block_rejections = 0;  // Note [Tree bounds]' rejections from block masses (a test hook)
 thread_local int64_t t_cheap_nodes = 0;  // logits tree nodes decided by cheap_node (a test hook)
+thread_local int64_t t_coarse_draws = 0;  // draws decided by Note [Coarse draws] (a test hook)
 
 // w of Note [Mass bounds] for rows of n values (0: no bound).
 double mass_bound_width(int64_t n) {
@@ -784,18 +785,6 @@ WeightBounds& weight_bounds(int which) {
   return slots[which];
 }
 
-// A draw from the warped row x with uniform u, if certain (Note [Bounded warping]).
-bool bounded_weights_draw(const KernelTable& kt, const float* x, int64_t n, float temperature, double u,
-                          int64_t* token) {
-  WeightBounds& wb = weight_bounds(0);
-  if (!bound_weights(kt, x, n, temperature, &wb)) return false;
-  if (bounded_sample_index(wb.sums.data(), n, u, [&wb, &kt](int64_t v) { return wb.block_value(kt, v); }, token,
-                           nullptr, wb.err.data()))
-    return true;
-  ++t_bounded_fallbacks;
-  return false;
-}
-
 }  // namespace
 
 namespace {
@@ -813,7 +802,7 @@ namespace {
 //    unshifted e covers |z_max|;
 //  - w = exp_nonpositive(x / T - z_max) is within the same 2 ulp of
 //    g exp(x / T - R) for g = exp(R - z_max), taken as exp(-d) (d in float64 within
-//    d 2^-53, std::exp within a few ulp) times 1 +- 2^-40;
+//    d 2^-53, exp_negative within 2^-44) times 1 +- 2^-40;
 //  - the absolute 2^-126 a value covers the floats below exponent 1 relative to R, so it
 //    scales with g; w's own subnormal rounding does not, so a second 2^-126 a value stays
 //    unscaled.
@@ -821,6 +810,23 @@ namespace {
 // and these expressions' factors, as before), P >= g_lo (S (1 - 2^-19)(1 - e) / 1.0615 -
 // n 2^-126) - n 2^-126, and the same per block. With R = z_max (d = 0) the bounds are the
 // unshifted ones, bit for bit.
+// exp(-d) for d in [0, 60], within 2^-44 relatively, without libm (exp's symbol version,
+// GLIBC_2.29, is beyond manylinux_2_28): d = k ln 2 + r with k the nearest integer to d / ln 2
+// (|r| <= 0.35 and a little: k ln 2 and the subtraction within 2^-47 absolutely for k <= 87),
+// e^-r by its Taylor series to degree 16 (the rest below 2^-70; the sum's roundings within
+// 2^-49), times 2^-k exactly.
+double exp_negative(double d) {
+  const double ln2 = 0.6931471805599453;
+  const int k = static_cast<int>(d / ln2 + 0.5);
+  const double r = d - k * ln2;
+  double term = 1.0, sum = 1.0;
+  for (int i = 1; i <= 16; ++i) {
+    term *= -r / i;
+    sum += term;
+  }
+  return sum * std::bit_cast<double>(static_cast<uint64_t>(1023 - k) << 52);
+}
+
 // Note [Weight upper bounds]'s constants for a row of max z zm at this temperature: false if
 // |zm| > 2^20 (NaN included: a malformed row) or they overflow. set(R) then shift(z_max):
 // Note [Shifted upper bounds].
@@ -846,7 +852,7 @@ struct UpperWeightScale {
     if (!(d >= 0.0 && d <= 60.0 && std::fabs(zm) <= 0x1p20)) return false;
     if (d == 0.0) return true;
     e = 0x1p-15 + (std::fabs(zm) + std::fabs(ref) + d + 104.0) * 0x1p-21;
-    const double g = std::exp(-d);
+    const double g = exp_negative(d);
     g_hi = g * (1.0 + 0x1p-40);
     g_lo = g * (1.0 - 0x1p-40);
     floor = 0x1p-126;
@@ -917,6 +923,73 @@ bool upper_pass(const KernelTable& kt, const float* x, int64_t n, float temperat
 }
 
 }  // namespace
+
+// Note [Coarse draws]
+// A draw from a warped row at temperature only first tries Note [Weight upper bounds]' block
+// bounds, from the one pass that also finds the row's max (upper_pass): each block's exact
+// mass lies in [block_lower, block_upper] (about 6% apart), so bounded_sample_index takes the
+// midpoints as block sums with half the widths as absolute errors (block_err). It is certain
+// where the threshold u P falls inside one block clear of the uncertainty the blocks before it
+// carry (about 3% of their mass), and inside that block clear of its exact weights' running
+// sums; then the exact weights of that block alone are computed, and the row's exp pass is
+// spared. A row whose mass is spread thin over many blocks rarely gives that (the threshold's
+// uncertainty spans blocks); rows a few tokens dominate, and thresholds near either end, do.
+// Otherwise the approximate weights decide as before (Note [Bounded warping]), the one pass
+// having found the max for them, and the thread skips the try for the next 1, 3, 7, then 15
+// draws after 1, 2, 3, 4 or more failures in a row (rows where it decides still fail where
+// u sits near 1 or near a boundary between the few heavy tokens; rows of thinly spread mass
+// fail every time): a guess, it changes the time, never the outcome. Not for a draw that
+// hands over its bounds (a draft row's: 6% would be too loose for the test that reads them).
+bool bounded_weights_draw(const KernelTable& kt, const float* x, int64_t n, float temperature, double u,
+                          int64_t* token, bool coarse = true) {
+  thread_local int64_t skip = 0, failures = 0;
+  WeightBounds& wb = weight_bounds(0);
+  float z = std::numeric_limits<float>::quiet_NaN();
+  if (coarse && skip == 0 && kt.row_argmax_upper_weight_sums != nullptr) {
+    UpperWeightScale k;
+    double* sums = nullptr;
+    if (upper_pass(kt, x, n, temperature, 0, &k, &z, &sums)) {
+      const int64_t nb = num_blocks(n);
+      if (wb.sums.size() < static_cast<size_t>(nb)) {
+        wb.sums.resize(nb);
+        wb.err.resize(nb);
+      }
+      if (wb.block.size() < static_cast<size_t>(kMassBlock)) wb.block.resize(kMassBlock);
+      for (int64_t b = 0; b < nb; ++b) {  // (mid, half-width: both rounded, covered by 2^-40 and 2^-60 mid)
+        const double lo = k.block_lower(sums[b]), hi = k.block_upper(sums[b]);
+        wb.sums[b] = 0.5 * (lo + hi);
+        wb.err[b] = 0.5 * (hi - lo) * (1.0 + 0x1p-40) + wb.sums[b] * 0x1p-60;
+      }
+      // block_value reads x, n, temperature and z_max; the rest stays unset (x reset below,
+      // so no later step takes these for the row's bounds).
+      wb.x = x;
+      wb.n = n;
+      wb.temperature = temperature;
+      wb.z_max = z;
+      wb.cached = -1;
+      const bool certain = bounded_sample_index(
+          wb.sums.data(), n, u, [&wb, &kt](int64_t v) { return wb.block_value(kt, v); }, token, nullptr,
+          wb.err.data());
+      wb.x = nullptr;
+      if (certain) {
+        ++t_coarse_draws;
+        failures = 0;
+        return true;
+      }
+      failures = std::min<int64_t>(failures + 1, 4);
+      skip = (int64_t{1} << failures) - 1;
+    }
+    if (std::isnan(z)) return false;  // a malformed row: the exact warp reports it
+  } else if (coarse && skip > 0) {
+    --skip;
+  }
+  if (!bound_weights(kt, x, n, temperature, &wb, z)) return false;
+  if (bounded_sample_index(wb.sums.data(), n, u, [&wb, &kt](int64_t v) { return wb.block_value(kt, v); }, token,
+                           nullptr, wb.err.data()))
+    return true;
+  ++t_bounded_fallbacks;
+  return false;
+}
 
 bool weight_mass_bounds_one_pass(const KernelTable& kt, const float* x, int64_t n, float temperature, double* upper,
                                  float* z_max, double* lower) {
@@ -1779,6 +1852,7 @@ int64_t bounded_draw_fallbacks() { return t_bounded_fallbacks; }
 int64_t top_p_bounded_acceptances() { return t_top_p_accepted; }
 int64_t tree_block_rejections() { return t_block_rejections; }
 int64_t tree_cheap_nodes() { return t_cheap_nodes; }
+int64_t coarse_draws() { return t_coarse_draws; }
 
 Outcome accept_round(const KernelTable& kt, Rows target, Rows draft, const int64_t* tokens,
                      const double* uniforms, int64_t k, int64_t vocab, Method method) {
@@ -1796,7 +1870,8 @@ Outcome sample_round(const KernelTable& kt, RowRef x, int64_t n, const WarpParam
   }
   int64_t token = -1;
   if (x.type == Elem::kF32 && temperature_only(params, n) &&
-      bounded_weights_draw(kt, static_cast<const float*>(x.data), n, params.temperature, u, &token)) {
+      bounded_weights_draw(kt, static_cast<const float*>(x.data), n, params.temperature, u, &token,
+                           bound == nullptr)) {
     if (bound != nullptr) {
       const WeightBounds& wb = weight_bounds(0);
       *bound = DraftBound{wb.weight_at(token), wb.lo, wb.hi};

@@ -472,6 +472,9 @@ int64_t tree_block_rejections();
 // How many logits tree nodes on this thread were decided from Note [Weight upper bounds]'
 // passes alone (no approximate weights): a test hook.
 int64_t tree_cheap_nodes();
+// How many draws on this thread Note [Coarse draws] decided from the block bounds of Note
+// [Weight upper bounds] alone (no approximate weights): a test hook.
+int64_t coarse_draws();
 
 // ---- warping (warp.cpp): Note [Warping] on raw rows -------------------------------------
 // A warped row: r(v) in `values` (n floats), its block masses and its mass. A row left

@@ -1971,6 +1971,60 @@ void shifted_upper_bound_tests(Rng& rng, const std::vector<const sv::KernelTable
   }
 }
 
+// Note [Coarse draws]: `sample` at temperature only gives the exact draw on every path with
+// the draw first tried from the one pass's block bounds: rows a few tokens dominate (where
+// the coarse draw decides), rows of every kind (where it mostly falls back), uniforms at 0,
+// at random and on the draw's running sums (+- 2 ulps, where it must not answer wrongly). In
+// the second half only dominated rows come (a failed try makes the thread skip a few draws),
+// and the coarse draw must decide at least half of their random draws there.
+void coarse_draw_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int count) {
+  const sv::KernelTable exact = without_bounds(sv::scalar_kernels());
+  int64_t dominated_draws = 0, decided = 0;
+  for (int r = 0; r < count; ++r) {
+    const int64_t n = 1 + rng.below(r % 10 == 0 ? 40000 : 3000);
+    const int kind = r < count / 2 ? static_cast<int>(rng.below(7)) : 5 + static_cast<int>(rng.below(2));
+    const float temps[] = {1.0f, 0.7f, 0.05f, 2.0f};
+    sv::WarpParams params;
+    params.temperature = temps[rng.below(4)];
+    std::vector<float> x = make_logits(rng, n, kind % 5);
+    if (kind >= 5) {  // 1 or 3 tokens hold all but about e^-4 of the mass
+      for (float& v : x) v = static_cast<float>(8.0 * (rng.uniform() - 0.5));
+      const double gap = std::log(static_cast<double>(n)) + 4.0 + 6.0 * rng.uniform();
+      for (int j = 0; j < (kind == 5 ? 1 : 3); ++j)
+        x[rng.below(n)] = static_cast<float>(4.0 + params.temperature * (gap + 0.1 * rng.uniform()));
+    }
+    float z_max = 0.0f;
+    int64_t top = 0;
+    sv::scalar_kernels().row_argmax(x.data(), n, &top);
+    z_max = x[top] / params.temperature;
+    if (!std::isfinite(z_max)) continue;
+    std::vector<float> w(n);
+    std::vector<double> blocks(sv::num_blocks(n));
+    double total = 0.0;
+    sv::scalar_kernels().row_weights(x.data(), n, params.temperature, z_max, w.data(), blocks.data(), &total);
+    for (int c = r < count / 2 ? 0 : 1; c < (r < count / 2 ? 4 : 2); ++c) {  // (the second half: random u only)
+      const double u = c == 0 ? 0.0 : c == 1 ? rng.uniform()
+                                             : boundary_uniform(rng, blocks, total, n, [&w](int64_t v) { return w[v]; });
+      const sv::Outcome want = sv::sample_round(exact, x.data(), n, params, u);
+      for (const sv::KernelTable* kt : kts) {
+        const int64_t before = sv::coarse_draws();
+        const sv::Outcome got = sv::sample_round(*kt, x.data(), n, params, u);
+        if (r >= count / 2 + 10 && c == 1 && kt->row_argmax_upper_weight_sums != nullptr) {
+          ++dominated_draws;
+          decided += sv::coarse_draws() > before;
+        }
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "%s coarse draw: token %lld, exact %lld, n=%lld kind=%d T=%g u=%.17g", kt->name,
+                      (long long)got.token, (long long)want.token, (long long)n, kind, params.temperature, u);
+        check(got.error == want.error && got.token == want.token, buf);
+      }
+    }
+  }
+  check(decided * 2 >= dominated_draws && dominated_draws > 0,
+        "coarse draws decided " + std::to_string(decided) + " of " + std::to_string(dominated_draws) +
+            " random draws from dominated rows");
+}
+
 // The canonical mass of the exact weights w(v) of row x for which keep(w(v), w(t)) holds,
 // the others as +0.0 (scalar path).
 template <class Keep>
@@ -3341,6 +3395,7 @@ int main(int argc, char** argv) {
   upper_weight_bound_tests(rng, kts);
   argmax_upper_kernel_tests(rng, kts);
   shifted_upper_bound_tests(rng, kts);
+  coarse_draw_tests(rng, kts, quick ? 150 : 1500);
   top_p_bound_kernel_tests(rng, kts);
   top_p_bound_rounds(rng, kts, quick ? 150 : 1200, 3000);
   top_p_bound_rounds(rng, kts, quick ? 4 : 20, 160000);
