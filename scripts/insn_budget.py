@@ -42,7 +42,7 @@ needs to see that a position accepts; with the sums of the floats above a thresh
 same pass (Note [Top-p upper bounds], 3.10) a compare, an and and an add more per 4 lanes,
 where the scalar loop adds a select and an add (8.96: 2.9x, not 3x); with the row's argmax
 in the same pass (Note [Argmax with upper sums], 2.15) an fmax per 4 lanes and each block's
-fmaxv more, against 1.81 plus the argmax pass's 0.69 apart; keep_at_least masks each value twice and widens both masked rows into
+fmaxv more, against 1.81 plus the argmax pass's 0.50 apart; keep_at_least masks each value twice and widens both masked rows into
 float64 lanes. gather_at_least (2.70; it gathers indices since top-p sums its candidates
 sparsely, and was 2.9 gathering values four at a time under a budget of 3.20) tests eight
 values at a time and takes apart lane by lane every group of four that holds a value >= t,
