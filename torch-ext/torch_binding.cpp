@@ -590,15 +590,11 @@ std::vector<int64_t> checked_ints(const char* op, const char* name, const at::Te
 
 // The same from a list of ints (the _ints ops: a Python list of parents reaches the op
 // without a tensor made of it).
-std::vector<int64_t> checked_ints(const char*, const char* name, at::IntArrayRef list, int64_t n,
-                                  const char* rows_name, const char* op) {
+std::vector<int64_t> checked_ints(const char* op, const char* name, at::IntArrayRef list, int64_t n,
+                                  const char* rows_name) {
   TORCH_CHECK_VALUE(static_cast<int64_t>(list.size()) == n, "spec_verify.", op, ": ", name, " must have shape [N] = [",
                     n, "] (N = ", rows_name, ".shape[0] - 1), got [", list.size(), "]");
   return std::vector<int64_t>(list.begin(), list.end());
-}
-std::vector<int64_t> checked_ints(const char*, const char* name, const at::Tensor& t, int64_t n,
-                                  const char* rows_name, const char* op) {
-  return checked_ints(op, name, t, n, rows_name);
 }
 
 // The tree: rows [N+1, V], tokens in [0, V), parents[j] in [-1, j), and with no draft rows
@@ -618,7 +614,7 @@ TreeArgs checked_tree(const char* op, const RowNames& names, const at::Tensor& t
   if (!greedy && draft.has_value() && draft->defined())
     a.draft = checked_rows(op, names.draft, *draft, a.n + 1, a.vocab, "[N+1, V]");
   a.tokens = checked_ints(op, "tokens", tokens, a.n, names.target);
-  a.parents = checked_ints(op, "parents", parents, a.n, names.target, op);
+  a.parents = checked_ints(op, "parents", parents, a.n, names.target);
   for (int64_t j = 0; j < a.n; ++j) {
     TORCH_CHECK_VALUE(a.tokens[j] >= 0 && a.tokens[j] < a.vocab, "spec_verify.", op, ": tokens[", j, "] = ",
                       a.tokens[j], " is outside the vocabulary [0, ", a.vocab, ")");
