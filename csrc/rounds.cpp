@@ -721,6 +721,24 @@ struct WeightBounds {
   std::vector<float> block;       // the exact weights of one block (a draw's), on demand
   int64_t cached = -1;
 
+  // The buffers for a row of n (the approximate weights w too where with_w), grown as needed;
+  // and the row whose exact weights block_value computes.
+  void size_for(int64_t n_, bool with_w) {
+    const int64_t nb = num_blocks(n_);
+    if (sums.size() < static_cast<size_t>(nb)) {
+      sums.resize(nb);
+      err.resize(nb);
+    }
+    if (block.size() < static_cast<size_t>(kMassBlock)) block.resize(kMassBlock);
+    if (with_w && w.size() < static_cast<size_t>(n_)) w.resize(n_);
+  }
+  void row_is(const float* x_, int64_t n_, float temperature_, float z_max_) {
+    x = x_;
+    n = n_;
+    temperature = temperature_;
+    z_max = z_max_;
+    cached = -1;
+  }
   // An upper bound on block b's sums of both the exact weights and the approximate ones.
   double block_upper(int64_t b) const {
     return std::max(sums[b] + err[b], sums[b] * (1.0 + 0x1p-19)) * (1.0 + 0x1p-40);
@@ -744,11 +762,16 @@ struct WeightBounds {
 
 // max x / temperature of row x, or NaN if the row is malformed (NaN, +inf, no finite value)
 // or the quotient overflows (the exact warp then reports it).
+// z of the row's largest value x_top: NaN where it is infinite (+inf, or -inf: no finite
+// value) or the quotient overflows.
+float z_of_max(float x_top, float temperature) {
+  const float z = x_top / temperature;
+  return std::isinf(x_top) || std::isinf(z) ? std::numeric_limits<float>::quiet_NaN() : z;
+}
 float row_z_max(const KernelTable& kt, const float* x, int64_t n, float temperature) {
   int64_t top = 0;
-  if (!kt.row_argmax(x, n, &top) || std::isinf(x[top])) return std::numeric_limits<float>::quiet_NaN();
-  const float z = x[top] / temperature;
-  return std::isinf(z) ? std::numeric_limits<float>::quiet_NaN() : z;
+  if (!kt.row_argmax(x, n, &top)) return std::numeric_limits<float>::quiet_NaN();
+  return z_of_max(x[top], temperature);
 }
 
 // The bounds of row x (n logits, temperature > 0): false, with nothing decided, if the path
@@ -763,18 +786,8 @@ bool bound_weights(const KernelTable& kt, const float* x, int64_t n, float tempe
   if (kt.row_weight_sums == nullptr) return false;
   const float z_max = std::isnan(known_z_max) ? row_z_max(kt, x, n, temperature) : known_z_max;
   if (std::isnan(z_max)) return false;
-  const int64_t nb = num_blocks(n);
-  if (wb->sums.size() < static_cast<size_t>(nb)) {
-    wb->sums.resize(nb);
-    wb->err.resize(nb);
-  }
-  if (wb->block.size() < static_cast<size_t>(kMassBlock)) wb->block.resize(kMassBlock);
-  if (wb->w.size() < static_cast<size_t>(n)) wb->w.resize(n);
-  wb->x = x;
-  wb->n = n;
-  wb->temperature = temperature;
-  wb->z_max = z_max;
-  wb->cached = -1;
+  wb->size_for(n, true);
+  wb->row_is(x, n, temperature, z_max);
   kt.row_weight_sums(x, n, temperature, z_max, wb->w.data(), wb->sums.data());
   weight_mass_range(wb->sums.data(), n, wb->err.data(), &wb->lo, &wb->hi);
   return wb->lo > 0.0;
@@ -906,13 +919,14 @@ bool upper_pass(const KernelTable& kt, const float* x, int64_t n, float temperat
     *z_max = row_z_max(kt, x, n, temperature);
     return false;
   }
-  int64_t top = 0;
-  if (kt.row_argmax_upper_weight_sums != nullptr && kt.row_argmax(x, std::min(n, kMassBlock), &top) &&
-      std::isfinite(x[top]) && !std::isinf(x[top] / temperature) && k->set(x[top] / temperature, temperature)) {
-    if (!kt.row_argmax_upper_weight_sums(x, n, k->c1, k->c0, &top, *sums) || std::isinf(x[top]) ||
-        std::isinf(x[top] / temperature))
-      return false;
-    *z_max = x[top] / temperature;
+  const float ref = kt.row_argmax_upper_weight_sums != nullptr
+                        ? row_z_max(kt, x, std::min(n, kMassBlock), temperature)
+                        : std::numeric_limits<float>::quiet_NaN();
+  if (!std::isnan(ref) && k->set(ref, temperature)) {
+    int64_t top = 0;
+    if (!kt.row_argmax_upper_weight_sums(x, n, k->c1, k->c0, &top, *sums)) return false;
+    *z_max = z_of_max(x[top], temperature);
+    if (std::isnan(*z_max)) return false;
     if (k->shift(*z_max)) return true;
   } else {
     *z_max = row_z_max(kt, x, n, temperature);
@@ -944,32 +958,25 @@ bool bounded_weights_draw(const KernelTable& kt, const float* x, int64_t n, floa
                           int64_t* token, bool coarse = true) {
   thread_local int64_t skip = 0, failures = 0;
   WeightBounds& wb = weight_bounds(0);
+  const auto draw = [&wb, &kt, n, u, token] {
+    return bounded_sample_index(wb.sums.data(), n, u, [&wb, &kt](int64_t v) { return wb.block_value(kt, v); },
+                                token, nullptr, wb.err.data());
+  };
   float z = std::numeric_limits<float>::quiet_NaN();
   if (coarse && skip == 0 && kt.row_argmax_upper_weight_sums != nullptr) {
     UpperWeightScale k;
     double* sums = nullptr;
     if (upper_pass(kt, x, n, temperature, 0, &k, &z, &sums)) {
-      const int64_t nb = num_blocks(n);
-      if (wb.sums.size() < static_cast<size_t>(nb)) {
-        wb.sums.resize(nb);
-        wb.err.resize(nb);
-      }
-      if (wb.block.size() < static_cast<size_t>(kMassBlock)) wb.block.resize(kMassBlock);
-      for (int64_t b = 0; b < nb; ++b) {  // (mid, half-width: both rounded, covered by 2^-40 and 2^-60 mid)
+      wb.size_for(n, false);
+      for (int64_t b = 0; b < num_blocks(n); ++b) {  // (mid, half-width: both rounded, covered by 2^-40 and 2^-60 mid)
         const double lo = k.block_lower(sums[b]), hi = k.block_upper(sums[b]);
         wb.sums[b] = 0.5 * (lo + hi);
         wb.err[b] = 0.5 * (hi - lo) * (1.0 + 0x1p-40) + wb.sums[b] * 0x1p-60;
       }
-      // block_value reads x, n, temperature and z_max; the rest stays unset (x reset below,
-      // so no later step takes these for the row's bounds).
-      wb.x = x;
-      wb.n = n;
-      wb.temperature = temperature;
-      wb.z_max = z;
-      wb.cached = -1;
-      const bool certain = bounded_sample_index(
-          wb.sums.data(), n, u, [&wb, &kt](int64_t v) { return wb.block_value(kt, v); }, token, nullptr,
-          wb.err.data());
+      // block_value reads the row; lo, hi and w stay unset (x reset below, so no later step
+      // takes these for the row's bounds).
+      wb.row_is(x, n, temperature, z);
+      const bool certain = draw();
       wb.x = nullptr;
       if (certain) {
         ++t_coarse_draws;
@@ -984,9 +991,7 @@ bool bounded_weights_draw(const KernelTable& kt, const float* x, int64_t n, floa
     --skip;
   }
   if (!bound_weights(kt, x, n, temperature, &wb, z)) return false;
-  if (bounded_sample_index(wb.sums.data(), n, u, [&wb, &kt](int64_t v) { return wb.block_value(kt, v); }, token,
-                           nullptr, wb.err.data()))
-    return true;
+  if (draw()) return true;
   ++t_bounded_fallbacks;
   return false;
 }
