@@ -408,7 +408,10 @@ struct Avx2Ops {
   template <int s> static SPEC_VERIFY_AVX2 I srai(I a) { return _mm256_srai_epi32(a, s); }
   template <int s> static SPEC_VERIFY_AVX2 I slli(I a) { return _mm256_slli_epi32(a, s); }
   static SPEC_VERIFY_AVX2 F scale(F p, F, F t) { return scale_by_two_factors<Avx2Ops>(p, t); }
-  static SPEC_VERIFY_AVX2 F trunc_bits(F t) { return _mm256_castsi256_ps(_mm256_cvttps_epi32(t)); }
+  // cvttps2dq then the integer clamp (a NaN or t >= 2^31 gives INT_MIN, clamped to 0).
+  static SPEC_VERIFY_AVX2 F nonnegative_bits(F t) {
+    return _mm256_castsi256_ps(_mm256_max_epi32(_mm256_cvttps_epi32(t), _mm256_setzero_si256()));
+  }
   static SPEC_VERIFY_AVX2 F keep_above(F a, F t) { return _mm256_and_ps(_mm256_cmp_ps(a, t, _CMP_GT_OQ), a); }
   struct MaxTrack {  // Note [Argmax with upper sums]: maxps ignores a NaN in x, the compare records it
     __m256 m, unordered;
@@ -422,6 +425,9 @@ struct Avx2Ops {
       const __m128 four = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
       const __m128 two = _mm_max_ps(four, _mm_movehl_ps(four, four));
       return _mm_cvtss_f32(_mm_max_ss(two, _mm_movehdup_ps(two)));
+    }
+    SPEC_VERIFY_AVX2 bool exceeds(float best) const {
+      return _mm256_movemask_ps(_mm256_cmp_ps(m, _mm256_set1_ps(best), _CMP_GT_OQ)) != 0;
     }
     SPEC_VERIFY_AVX2 bool nan() const { return _mm256_movemask_ps(unordered) != 0; }
   };

@@ -308,7 +308,10 @@ struct Avx512Ops {
   static SPEC_VERIFY_AVX512 float hsum(F a) { return _mm512_reduce_add_ps(a); }
   // vscalefps: p * 2^n with one rounding, as scale_by_two_factors gives it.
   static SPEC_VERIFY_AVX512 F scale(F p, F n, F) { return _mm512_scalef_ps(p, n); }
-  static SPEC_VERIFY_AVX512 F trunc_bits(F t) { return _mm512_castsi512_ps(_mm512_cvttps_epi32(t)); }
+  // cvttps2dq then the integer clamp (a NaN or t >= 2^31 gives INT_MIN, clamped to 0).
+  static SPEC_VERIFY_AVX512 F nonnegative_bits(F t) {
+    return _mm512_castsi512_ps(_mm512_max_epi32(_mm512_cvttps_epi32(t), _mm512_setzero_si512()));
+  }
   static SPEC_VERIFY_AVX512 F keep_above(F a, F t) { return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(a, t, _CMP_GT_OQ), a); }
   struct MaxTrack {  // Note [Argmax with upper sums]: maxps ignores a NaN in x, the mask records it
     __m512 m;
@@ -319,6 +322,9 @@ struct Avx512Ops {
       m = _mm512_max_ps(x, m);
     }
     SPEC_VERIFY_AVX512 float block_max() const { return _mm512_reduce_max_ps(m); }
+    SPEC_VERIFY_AVX512 bool exceeds(float best) const {
+      return _mm512_cmp_ps_mask(m, _mm512_set1_ps(best), _CMP_GT_OQ) != 0;
+    }
     bool nan() const { return unordered != 0; }
   };
 };

@@ -314,7 +314,7 @@ struct NeonOps {
   template <int s> static I srai(I a) { return vshrq_n_s32(a, s); }
   template <int s> static I slli(I a) { return vshlq_n_s32(a, s); }
   static F scale(F p, F, F t) { return scale_by_two_factors<NeonOps>(p, t); }
-  static F trunc_bits(F t) { return vreinterpretq_f32_s32(vcvtq_s32_f32(t)); }
+  static F nonnegative_bits(F t) { return vreinterpretq_f32_s32(vcvtq_s32_f32(vmaxq_f32(t, vdupq_n_f32(0.0f)))); }
   static F keep_above(F a, F t) { return vreinterpretq_f32_u32(vandq_u32(vcgtq_f32(a, t), vreinterpretq_u32_f32(a))); }
   struct MaxTrack {  // Note [Argmax with upper sums]: fmax and fmaxv carry a NaN through
     float32x4_t m;
@@ -326,6 +326,7 @@ struct NeonOps {
       seen_nan |= b != b;
       return b;
     }
+    bool exceeds(float best) { return block_max() > best; }  // the NaN check is block_max's
     bool nan() const { return seen_nan; }
   };
 };
