@@ -530,9 +530,9 @@ def tree_cases(sv, v: int, seed: int):
     """verify_tree_probs_with_uniforms on probability rows with draft rows, built so that at
     every spine level the siblings before the spine child are rejected and the spine child
     is accepted: width * depth children tried, depth + 1 nodes expanded. Three kinds of
-    rejected sibling: a token the target gives probability 0 (all uniforms 0: accept iff
-    r(t) > 0; such a child is rejected at any level whatever the masses); a token the
-    target keeps (p(t) > 0) that the draft proposes ten times its largest value, rejected by
+    rejected sibling: a token the target gives probability 0 (the nodes' uniforms 0: accept
+    iff r(t) > 0; such a child is rejected at any level whatever the masses; the leaf's draw
+    at 0.5 in every kind); a token the target keeps (p(t) > 0) that the draft proposes ten times its largest value, rejected by
     uniforms of 0.5 (the residual then drops it: r(t) = 0 after the first rejection); and,
     in the width-4 trees, the second sibling a token the first residual keeps
     (p(t) / P = 1.2 q(t) / Q, so r_1(t) = 0.2 q(t) / Q > 0), rejected by a uniform of 0.999:
@@ -554,6 +554,7 @@ def tree_cases(sv, v: int, seed: int):
         target, draft = mem[: n_nodes + 1], mem[n_nodes + 1:]
         tokens = torch.randint(0, v, (n_nodes,), generator=g)
         u = torch.full((n_nodes + 1,), 0.0 if kind == "p0" else 0.5, dtype=torch.float64)
+        u[-1] = 0.5  # the leaf's draw mid-row (at u = 0 a logits row's coarse draw always decides)
         node = -1
         for level in range(depth):
             kids = [j for j, p in enumerate(parents) if p == node]

@@ -1,8 +1,12 @@
 // x86-64 AVX2 path: the scalar reference's results, bit for bit, 8 floats at a time.
 //
-// Only the kernels carry target("avx2"); the detection below is baseline x86-64 code, so
-// loading the library never runs an AVX instruction on a CPU without it. No vector
-// constants at namespace scope (they would be built at load time).
+// Only the kernels carry target("avx2,fma"); the detection below is baseline x86-64 code, so
+// loading the library never runs an AVX instruction on a CPU without it. The path asks for
+// FMA as well as AVX2 and F16C (every AVX2 CPU of Intel and AMD has all three; a CPU or a
+// virtual machine without FMA takes the scalar path): Note [Bounded warping]'s polynomial
+// and Note [Weight upper bounds]' x * c1 + c0 fuse, never the exact paths' arithmetic
+// (intrinsics only, and -ffp-contract=off). No vector constants at namespace scope (they
+// would be built at load time).
 #include "spec_verify.h"
 
 #if defined(__x86_64__)
@@ -26,8 +30,8 @@
 
 // flatten: the shared drivers (blocked_mass.h, blocked_argmax.h) and the lane arithmetic
 // they call are inlined into each kernel, compiled for AVX2.
-#define SPEC_VERIFY_AVX2 __attribute__((target("avx2")))
-#define SPEC_VERIFY_AVX2_KERNEL __attribute__((target("avx2"), flatten))
+#define SPEC_VERIFY_AVX2 __attribute__((target("avx2,fma")))
+#define SPEC_VERIFY_AVX2_KERNEL __attribute__((target("avx2,fma"), flatten))
 
 namespace spec_verify {
 namespace {
@@ -388,10 +392,10 @@ struct Avx2Ops {
   static SPEC_VERIFY_AVX2 F sub(F a, F b) { return _mm256_sub_ps(a, b); }
   static SPEC_VERIFY_AVX2 F mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static SPEC_VERIFY_AVX2 F max(F a, F b) { return _mm256_max_ps(a, b); }
-  static SPEC_VERIFY_AVX2 F sub_exact_product(F a, F b, F c) { return sub(a, mul(b, c)); }  // no FMA here
+  static SPEC_VERIFY_AVX2 F sub_exact_product(F a, F b, F c) { return _mm256_fnmadd_ps(b, c, a); }  // fused: b * c is exact
   // For exp_approx and approx_weight_sums (Note [Bounded warping]) only.
   static constexpr int kLanes = 8;
-  static SPEC_VERIFY_AVX2 F mul_add(F a, F b, F c) { return add(mul(a, b), c); }
+  static SPEC_VERIFY_AVX2 F mul_add(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
   static SPEC_VERIFY_AVX2 F load(const float* x) { return _mm256_loadu_ps(x); }
   static SPEC_VERIFY_AVX2 void store(float* w, F e) { _mm256_storeu_ps(w, e); }
   static SPEC_VERIFY_AVX2 F div(F a, F b) { return _mm256_div_ps(a, b); }
@@ -454,23 +458,17 @@ SPEC_VERIFY_AVX2_KERNEL void f32_row_weights__avx2(const float* x, int64_t n, fl
   *mass = blocked_mass<ScaledLanes>(values, n, block_mass);
 }
 
-// Note [Bounded warping]'s sums with FMA, on CPUs that have it (every AVX2 CPU of Intel and
-// AMD so far; the table leaves the kernel out otherwise): exp_approx's polynomial is then
-// about half the operations. Its bound holds fused or not.
-#define SPEC_VERIFY_AVX2_FMA_KERNEL __attribute__((target("avx2,fma"), flatten))
-struct Avx2FmaOps : Avx2Ops {
-  static __attribute__((target("avx2,fma"))) F mul_add(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
-};
-
-SPEC_VERIFY_AVX2_FMA_KERNEL void f32_row_weight_sums__avx2(const float* x, int64_t n, float temperature,
-                                                           float z_max, float* w, double* block_sum) {
-  if (w == nullptr) approx_weight_sums<Avx2FmaOps, false>(x, n, temperature, z_max, w, block_sum);
-  else approx_weight_sums<Avx2FmaOps, true>(x, n, temperature, z_max, w, block_sum);
+// Note [Bounded warping]'s sums: with FMA, exp_approx's polynomial is about half the
+// operations. Its bound holds fused or not.
+SPEC_VERIFY_AVX2_KERNEL void f32_row_weight_sums__avx2(const float* x, int64_t n, float temperature,
+                                                       float z_max, float* w, double* block_sum) {
+  if (w == nullptr) approx_weight_sums<Avx2Ops, false>(x, n, temperature, z_max, w, block_sum);
+  else approx_weight_sums<Avx2Ops, true>(x, n, temperature, z_max, w, block_sum);
 }
 
 SPEC_VERIFY_AVX2_KERNEL void f32_row_upper_weight_sums__avx2(const float* x, int64_t n, float c1, float c0,
                                                              double* block_sum) {
-  upper_weight_sums<Avx2Ops>(x, n, c1, c0, block_sum);  // mul then add: two roundings, which the bound allows
+  upper_weight_sums<Avx2Ops>(x, n, c1, c0, block_sum);  // fused: one rounding (the bound allows two)
 }
 
 SPEC_VERIFY_AVX2_KERNEL bool f32_row_argmax_upper_weight_sums__avx2(const float* x, int64_t n, float c1, float c0,
@@ -579,18 +577,18 @@ SPEC_VERIFY_AVX2 int64_t f32_gather_at_least__avx2(const float* w, int64_t n, fl
 }  // namespace
 
 const KernelTable* avx2_kernels() {
-  static const bool fma = __builtin_cpu_supports("fma");
   static const KernelTable table{"avx2", f32_row_argmax__avx2, f32_row_mass__avx2,
                                  f32_row_mass_pair__avx2, f32_residual_mass__avx2,
                                  f32_row_weights__avx2, f32_keep_at_least__avx2,
                                  f32_gather_at_least__avx2, f32_residual_store__avx2, f32_row_sum_f32__avx2,
                                  f16_widen__avx2, bf16_widen__avx2, f32_row_block_sums__avx2,
                                  f32_residual_block_sums__avx2, /*row_mass_pair_guess=*/nullptr,
-                                 fma ? f32_row_weight_sums__avx2 : nullptr, f32_pair_block_sums__avx2,
+                                 f32_row_weight_sums__avx2, f32_pair_block_sums__avx2,
                                  f32_row_upper_weight_sums__avx2, f32_row_upper_weight_sums_above__avx2,
                                  f32_row_argmax_upper_weight_sums__avx2};
-  // Every CPU with AVX2 has F16C too; both are checked all the same.
-  static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  // Every CPU with AVX2 has F16C and FMA too; all three are checked all the same.
+  static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
+                                __builtin_cpu_supports("fma");
   return supported ? &table : nullptr;
 }
 
