@@ -531,8 +531,8 @@ def tree_cases(sv, v: int, seed: int):
     every spine level the siblings before the spine child are rejected and the spine child
     is accepted: width * depth children tried, depth + 1 nodes expanded. Three kinds of
     rejected sibling: a token the target gives probability 0 (the nodes' uniforms 0: accept
-    iff r(t) > 0; such a child is rejected at any level whatever the masses; the leaf's draw
-    at 0.5 in every kind); a token the target keeps (p(t) > 0) that the draft proposes ten times its largest value, rejected by
+    iff r(t) > 0; such a child is rejected at any level whatever the masses); a token the
+    target keeps (p(t) > 0) that the draft proposes ten times its largest value, rejected by
     uniforms of 0.5 (the residual then drops it: r(t) = 0 after the first rejection); and,
     in the width-4 trees, the second sibling a token the first residual keeps
     (p(t) / P = 1.2 q(t) / Q, so r_1(t) = 0.2 q(t) / Q > 0), rejected by a uniform of 0.999:
@@ -554,7 +554,6 @@ def tree_cases(sv, v: int, seed: int):
         target, draft = mem[: n_nodes + 1], mem[n_nodes + 1:]
         tokens = torch.randint(0, v, (n_nodes,), generator=g)
         u = torch.full((n_nodes + 1,), 0.0 if kind == "p0" else 0.5, dtype=torch.float64)
-        u[-1] = 0.5  # the leaf's draw mid-row (at u = 0 a logits row's coarse draw always decides)
         node = -1
         for level in range(depth):
             kids = [j for j, p in enumerate(parents) if p == node]
@@ -585,8 +584,13 @@ def tree_cases(sv, v: int, seed: int):
         # The rows read, contiguous for the floor: expanded nodes' target and draft rows.
         expanded = [0] + [c + 1 for c in spine]
         floor_rows = torch.cat([target[expanded], draft[expanded[:-1]]])
-        cols = {"ours": Column("ours", sv.verify_tree_probs_with_uniforms, [(target, tokens, parents, draft, u)]),
-                "ref": Column("ref", torch_reference.verify_tree, [(target, tokens, parents, draft, u)]),
+        # The leaf's draw at 16 uniforms across [0, 1), cycled (the same path each time): its
+        # cost depends on where the draw falls (at u = 0 a logits row's coarse draw always
+        # decides, mid-row it may need the exact weights).
+        us = [torch.cat([u[:-1], torch.tensor([(i + 0.5) / 16], dtype=torch.float64)]) for i in range(16)]
+        cols = {"ours": Column("ours", sv.verify_tree_probs_with_uniforms,
+                               [(target, tokens, parents, draft, uu) for uu in us]),
+                "ref": Column("ref", torch_reference.verify_tree, [(target, tokens, parents, draft, uu) for uu in us]),
                 "floor": Column("floor", torch.sum, [(floor_rows,)])}
         rejected = {"p0": "p(t) = 0", "kept": "p(t) > 0", "residual": "p(t) > 0, the second with r(t) > 0",
                     "residual, mass 1": "p(t) > 0, the second with r(t) > 0, rows of mass 1"}[kind]
@@ -594,27 +598,29 @@ def tree_cases(sv, v: int, seed: int):
         cases.append(Case("tree", v, depth, label, 2 * depth + 1, cols,
                           {"nodes": n_nodes, "width": width, "tried": width * depth}))
         if kind in ("p0", "residual"):
-            cases.append(logits_tree_case(sv, v, depth, label, target, tokens, parents, draft, u, floor_rows, spine,
+            cases.append(logits_tree_case(sv, v, depth, label, target, tokens, parents, draft, us, floor_rows, spine,
                                           {"nodes": n_nodes, "width": width, "tried": width * depth}))
     return cases
 
 
-def logits_tree_case(sv, v, depth, label, target, tokens, parents, draft, u, floor_rows, spine, extra):
+def logits_tree_case(sv, v, depth, label, target, tokens, parents, draft, us, floor_rows, spine, extra):
     """The same tree on logits at temperature 0.8 (0.8 log of the rows: the warped rows are
     the probability rows up to rounding), verify_tree_with_uniforms against the PyTorch way
-    (softmax of every row at the temperature, then the same rules) and one read pass."""
+    (softmax of every row at the temperature, then the same rules) and one read pass; the
+    uniforms `us` cycled."""
     tl, dl = target.log() * 0.8, draft.log() * 0.8
-    path, _ = sv.verify_tree_with_uniforms(tl, tokens, parents, dl, u, temperature=0.8)
-    if path.tolist() != spine:
-        raise RuntimeError(f"logits tree case: path {path.tolist()}, built for {spine}")
+    for u in us:
+        path, _ = sv.verify_tree_with_uniforms(tl, tokens, parents, dl, u, temperature=0.8)
+        if path.tolist() != spine:
+            raise RuntimeError(f"logits tree case: path {path.tolist()}, built for {spine}")
 
-    def ref():
+    def ref(u):
         return torch_reference.verify_tree(torch.softmax(tl / 0.8, -1), tokens, parents,
                                            torch.softmax(dl / 0.8, -1), u)
 
-    cols = {"ours": Column("ours", lambda: sv.verify_tree_with_uniforms(tl, tokens, parents, dl, u, temperature=0.8),
-                           [()]),
-            "ref": Column("ref", ref, [()]),
+    cols = {"ours": Column("ours", lambda u: sv.verify_tree_with_uniforms(tl, tokens, parents, dl, u, temperature=0.8),
+                           [(u,) for u in us]),
+            "ref": Column("ref", ref, [(u,) for u in us]),
             "floor": Column("floor", torch.sum, [(floor_rows,)])}
     return Case("tree", v, depth, f"{label}, logits T 0.8", 2 * depth + 1, cols, extra)
 
