@@ -115,8 +115,14 @@ struct ScalarOps {
   // The float whose bits are the integer part of max(0, t), for t < 2^31 (a NaN gives 0):
   // here truncation of max(t, 0); the x86-64 paths clamp the truncated integer instead
   // (the same bits: a t in (-1, 0] truncates to 0 either way; the clamp runs on an integer
-  // port, Note [Argmax with upper sums]).
-  static F nonnegative_bits(F t) { return std::bit_cast<F>(static_cast<I>(max(t, 0.0f))); }
+  // port, Note [Argmax with upper sums]). t >= 2^31 (a weight beyond float32's range, z more
+  // than about 89 above the floats' reference) gives 0 here and on x86-64, NaN bits on NEON
+  // (its conversion saturates); the caller then forms the floats again against the max
+  // (Note [Shifted upper bounds]: d > 60), so those sums are never used.
+  static F nonnegative_bits(F t) {
+    const F c = max(t, 0.0f);
+    return std::bit_cast<F>(c < 0x1p31f ? static_cast<I>(c) : I{0});
+  }
   static F keep_above(F a, F t) { return a > t ? a : 0.0f; }
   struct MaxTrack {  // Note [Argmax with upper sums]
     float m;

@@ -32,17 +32,29 @@ echo "-- native ($NATIVE_ARCH)"
 "$out/test_kernels"
 
 wait "$cross"
-# Each emulated core in its own process, side by side; their outputs in order afterwards.
-echo "-- $arch under qemu"
+# Each emulated core in its own process, side by side, and beside them this machine's quick
+# run under UBSan (float-to-int overflow included: GCC's -fsanitize=undefined leaves it
+# out), where undefined behaviour in any path (the scalar reference most of all) stops the
+# run; their outputs in order afterwards.
+echo "-- $arch under qemu, and $NATIVE_ARCH under UBSan"
 pids=()
 for cpu in $(qemu_cpus_for "$arch"); do
   "$(qemu_for "$arch")" -cpu "$cpu" "$out/test_kernels_$arch" --quick > "$out/emulated_$cpu.log" 2>&1 &
   pids+=($!)
 done
+(
+  # shellcheck disable=SC2046
+  "$(cxx_for "$NATIVE_ARCH")" "${flags[@]/-O3/-O1}" $(march_flags "$NATIVE_ARCH") \
+    -Wno-psabi -fsanitize=undefined,float-cast-overflow -fno-sanitize-recover=all "${sources[@]}" -o "$out/test_kernels_ubsan" &&
+    "$out/test_kernels_ubsan" --quick
+) > "$out/ubsan.log" 2>&1 &
+pids+=($!)
 status=0
 for pid in "${pids[@]}"; do wait "$pid" || status=1; done
 for cpu in $(qemu_cpus_for "$arch"); do
   echo "$(qemu_for "$arch") -cpu $cpu"
   cat "$out/emulated_$cpu.log"
 done
+echo "$NATIVE_ARCH under UBSan (-O1, quick)"
+cat "$out/ubsan.log"
 exit "$status"
