@@ -283,15 +283,13 @@ inline __attribute__((always_inline)) bool argmax_upper_weight_sums(const float*
       },
       nullptr, sums,
       [&](int64_t b) {
-        // The lanes' largest is formed only for a block that may hold a new maximum (a few
-        // blocks a row): exceeds is a compare, block_max a reduction.
+        // The lanes' largest is formed only for a block that holds a new maximum (a few
+        // blocks a row): exceeds is a compare, block_max a reduction. Past block 0 either
+        // test passing makes the block's largest exceed best.
         if (b == 0 || tail > best || track.exceeds(best)) {
-          float m = track.block_max();
-          m = tail > m ? tail : m;
-          if (b == 0 || m > best) {
-            best = m;
-            best_block = b;
-          }
+          const float m = track.block_max();
+          best = tail > m ? tail : m;
+          best_block = b;
         }
         track.reset();
         tail = -std::numeric_limits<float>::infinity();

@@ -760,14 +760,15 @@ struct WeightBounds {
   }
 };
 
-// max x / temperature of row x, or NaN if the row is malformed (NaN, +inf, no finite value)
-// or the quotient overflows (the exact warp then reports it).
 // z of the row's largest value x_top: NaN where it is infinite (+inf, or -inf: no finite
 // value) or the quotient overflows.
 float z_of_max(float x_top, float temperature) {
   const float z = x_top / temperature;
   return std::isinf(x_top) || std::isinf(z) ? std::numeric_limits<float>::quiet_NaN() : z;
 }
+
+// max x / temperature of row x, or NaN if the row is malformed (NaN, +inf, no finite value)
+// or the quotient overflows (the exact warp then reports it).
 float row_z_max(const KernelTable& kt, const float* x, int64_t n, float temperature) {
   int64_t top = 0;
   if (!kt.row_argmax(x, n, &top)) return std::numeric_limits<float>::quiet_NaN();
@@ -823,6 +824,7 @@ namespace {
 // and these expressions' factors, as before), P >= g_lo (S (1 - 2^-19)(1 - e) / 1.0615 -
 // n 2^-126) - n 2^-126, and the same per block. With R = z_max (d = 0) the bounds are the
 // unshifted ones, bit for bit.
+
 // exp(-d) for d in [0, 60], within 2^-44 relatively, without libm (exp's symbol version,
 // GLIBC_2.29, is beyond manylinux_2_28): d = k ln 2 + r with k the nearest integer to d / ln 2
 // (|r| <= 0.35 and a little: k ln 2 and the subtraction within 2^-47 absolutely for k <= 87),
