@@ -23,7 +23,7 @@ def test_greedy_output_equals_plain_greedy_decoding(sv, isa, k):
     for use_logits in (False, True):
         dec = sv.SpeculativeDecoder(draft.greedy_draft,
                                     lambda prefix, proposed: target.target_rows(prefix, proposed, use_logits),
-                                    k=k, greedy=True)
+                                    k=k, greedy=True, schedule="constant")
         for prompt in ([3], [1, 2, 3], [49, 0]):
             assert dec.generate(prompt, max_new=40) == target.greedy_decode(prompt, 40)
 
@@ -33,7 +33,7 @@ def test_max_new_respected_exactly(sv):
     g = torch.Generator().manual_seed(0)
     for greedy in (True, False):
         dec = sv.SpeculativeDecoder(draft.greedy_draft if greedy else draft.sampling_draft(g),
-                                    target.target_rows, k=5, greedy=greedy, generator=g)
+                                    target.target_rows, k=5, greedy=greedy, generator=g, schedule="constant")
         for max_new in [0, 1, 2, 5, 6, 7, 33]:
             out = dec.generate([4, 2], max_new=max_new)
             assert len(out) == 2 + max_new and out[:2] == [4, 2]
@@ -42,7 +42,7 @@ def test_max_new_respected_exactly(sv):
 def test_sampling_tokens_in_vocabulary_with_positive_probability(sv):
     target, draft = pair(vocab=30, noise=1.5)
     g = torch.Generator().manual_seed(1)
-    dec = sv.SpeculativeDecoder(draft.sampling_draft(g), target.target_rows, k=4, greedy=False, generator=g)
+    dec = sv.SpeculativeDecoder(draft.sampling_draft(g), target.target_rows, k=4, greedy=False, generator=g, schedule="constant")
     out = dec.generate([0], max_new=200)
     for i in range(1, len(out)):
         assert target.probs(out[:i])[out[i]] > 0
@@ -51,7 +51,7 @@ def test_sampling_tokens_in_vocabulary_with_positive_probability(sv):
 def test_bad_callback_output(sv):
     target, draft = pair()
     dec = sv.SpeculativeDecoder(lambda prefix, k: (torch.zeros(k + 1, dtype=torch.int64), None),
-                                target.target_rows, k=3)
+                                target.target_rows, k=3, schedule="constant")
     with pytest.raises(ValueError, match="draft_step returned 4 tokens, expected at most k = 3"):
         dec.generate([1], max_new=10)
 
@@ -72,17 +72,17 @@ def test_constructor_checks(sv):
     ]
     for kwargs, exc, msg in cases:
         with pytest.raises(exc, match=msg):
-            sv.SpeculativeDecoder(d, t, **kwargs)
+            sv.SpeculativeDecoder(d, t, **kwargs, schedule="constant")
     with pytest.raises(TypeError, match="draft_step must be callable, got NoneType"):
-        sv.SpeculativeDecoder(None, t)
+        sv.SpeculativeDecoder(None, t, schedule="constant")
     with pytest.raises(TypeError, match="target_step must be callable, got int"):
-        sv.SpeculativeDecoder(d, 3)
+        sv.SpeculativeDecoder(d, 3, schedule="constant")
     # Integers of other kinds are ints: NumPy scalars, 0-d integer tensors.
     for k in (np.int64(3), np.uint8(3), torch.tensor(3), torch.tensor(3, dtype=torch.uint64)):
-        dec = sv.SpeculativeDecoder(d, t, k=k)
+        dec = sv.SpeculativeDecoder(d, t, k=k, schedule="constant")
         assert type(dec.k) is int and dec.k == 3
         assert dec.generate([1], max_new=9) == target.greedy_decode([1], 9)
-    assert sv.SpeculativeDecoder(d, t, k=sv.SpeculativeDecoder.MAX_K).k == 1024
+    assert sv.SpeculativeDecoder(d, t, k=sv.SpeculativeDecoder.MAX_K, schedule="constant").k == 1024
 
 
 # Stop tokens, streaming, K shrinking, the callback contract, statistics ------------------
@@ -113,7 +113,7 @@ def test_stop_tokens_cut_the_output_even_inside_an_accepted_block(sv):
     target, _ = pair()
     # The target as its own draft: every block is accepted whole, so a stop token emitted
     # in the middle of a block must cut it.
-    dec = sv.SpeculativeDecoder(target.greedy_draft, target.target_rows, k=6)
+    dec = sv.SpeculativeDecoder(target.greedy_draft, target.target_rows, k=6, schedule="constant")
     prompt = [3, 1]
     free = target.greedy_decode(prompt, 60)
     new = free[len(prompt):]
@@ -132,7 +132,7 @@ def test_stop_tokens_cut_the_output_even_inside_an_accepted_block(sv):
 def test_stop_tokens_while_sampling(sv):
     target, draft = pair(vocab=30, noise=1.0)
     g = torch.Generator().manual_seed(5)
-    dec = sv.SpeculativeDecoder(draft.sampling_draft(g), target.target_rows, k=4, greedy=False, generator=g)
+    dec = sv.SpeculativeDecoder(draft.sampling_draft(g), target.target_rows, k=4, greedy=False, generator=g, schedule="constant")
     stopped = 0
     for _ in range(30):
         out = dec.generate([0], max_new=40, eos_token_id=(7, 11))
@@ -150,7 +150,7 @@ def test_stream_and_callback_deliver_each_round(sv):
         for form in ("generate", "on_tokens", "stream"):
             g = torch.Generator().manual_seed(3)
             d, t, log = recording(draft, target, greedy, g)
-            dec = sv.SpeculativeDecoder(d, t, k=4, greedy=greedy, generator=g)
+            dec = sv.SpeculativeDecoder(d, t, k=4, greedy=greedy, generator=g, schedule="constant")
             if form == "generate":
                 outs.append(dec.generate([5], max_new=37, eos_token_id=13)[1:])
                 continue
@@ -173,7 +173,7 @@ def test_k_shrinks_so_no_draft_token_is_wasted(sv):
     target, draft = pair()
     for max_new in (1, 2, 5, 9, 23):
         d, t, log = recording(draft, target)
-        dec = sv.SpeculativeDecoder(d, t, k=4)
+        dec = sv.SpeculativeDecoder(d, t, k=4, schedule="constant")
         prompt = [2, 8]
         dec.generate(prompt, max_new=max_new)
         for kind, prefix, x in log:
@@ -181,7 +181,7 @@ def test_k_shrinks_so_no_draft_token_is_wasted(sv):
             assert len(prefix) + k + 1 <= len(prompt) + max_new  # never beyond max_new
             assert k > 0 or kind == "target"  # draft_step is never asked for 0 tokens
         assert dec.stats.proposed == sum(x for kind, _, x in log if kind == "draft")
-    assert sv.SpeculativeDecoder(d, t, k=4).generate([1], max_new=0) == [1]
+    assert sv.SpeculativeDecoder(d, t, k=4, schedule="constant").generate([1], max_new=0) == [1]
 
 
 @pytest.mark.parametrize("greedy", [True, False])
@@ -191,7 +191,7 @@ def test_each_prefix_extends_the_last_verified_prefix(sv, greedy):
     target, draft = pair(noise=1.0)
     g = torch.Generator().manual_seed(2)
     d, t, log = recording(draft, target, greedy, g)
-    dec = sv.SpeculativeDecoder(d, t, k=3, greedy=greedy, generator=g)
+    dec = sv.SpeculativeDecoder(d, t, k=3, greedy=greedy, generator=g, schedule="constant")
     out = dec.generate([4, 4], max_new=50)
     targets = [(prefix, proposed) for kind, prefix, proposed in log if kind == "target"]
     drafts = [prefix for kind, prefix, _ in log if kind == "draft"]
@@ -207,7 +207,7 @@ def test_statistics_are_consistent(sv):
     target, draft = pair(noise=1.0)
     g = torch.Generator().manual_seed(4)
     d, t, log = recording(draft, target, False, g)
-    dec = sv.SpeculativeDecoder(d, t, k=4, greedy=False, generator=g)
+    dec = sv.SpeculativeDecoder(d, t, k=4, greedy=False, generator=g, schedule="constant")
     out = dec.generate([1], max_new=300)
     s = dec.stats
     rounds = [x for kind, _, x in log if kind == "target"]
@@ -273,7 +273,7 @@ def test_statistics_against_a_recount(sv, k, max_new):
         records = []
         dec = sv.SpeculativeDecoder(lambda prefix, j: ([1] * j, None),
                                     lambda prefix, t: torch.ones(len(t) + 1, 2),
-                                    k=k, verifier=random_verifier(records, seed=seed))
+                                    k=k, verifier=random_verifier(records, seed=seed), schedule="constant")
         out = dec.generate([1], max_new=max_new)
         s = dec.stats
         assert len(out) == 1 + max_new == 1 + s.new_tokens
@@ -291,7 +291,7 @@ def test_statistics_against_a_recount(sv, k, max_new):
 @pytest.mark.parametrize("k", [0, 1, 1000, 1024])
 def test_statistics_memory_is_linear_in_k(sv, k):
     dec = sv.SpeculativeDecoder(lambda prefix, j: ([1] * j, None), lambda prefix, t: torch.ones(len(t) + 1, 2),
-                                k=k, verifier=random_verifier([], seed=0))
+                                k=k, verifier=random_verifier([], seed=0), schedule="constant")
     for s in (dec.stats, sv.DecodeStats(k)):
         lists = [v for v in vars(s).values() if isinstance(v, (list, tuple, dict, set))]
         assert sum(len(v) for v in lists) <= 3 * (k + 1)
@@ -317,7 +317,7 @@ def test_acceptance_by_position_estimates_the_analytic_rates(sv):
         return torch.multinomial(q[:k], 1, generator=g).reshape(k), q[:k]
 
     dec = sv.SpeculativeDecoder(draft_step, lambda prefix, proposed: p[:len(proposed) + 1], k=K,
-                                greedy=False, generator=g)
+                                greedy=False, generator=g, schedule="constant")
     dec.generate([0], max_new=6000)
     s = dec.stats
     alpha = acceptance_rates(p, q).tolist()
@@ -396,7 +396,7 @@ def test_bad_callback_output_names_the_callback(sv):
          r"the verification op rejected target_step's rows: spec_verify.accept: target_probs\[0\] has zero mass"),
     ]
     for d, t, greedy, exc, msg in cases:
-        dec = sv.SpeculativeDecoder(d, t, k=3, greedy=greedy)
+        dec = sv.SpeculativeDecoder(d, t, k=3, greedy=greedy, schedule="constant")
         with pytest.raises(exc, match=msg):
             dec.generate([1], max_new=10)
 
@@ -423,7 +423,7 @@ def test_target_step_gets_int64_contiguous_tokens(sv):
             seen.append(proposed)
             return target.target_rows(prefix, proposed)
 
-        dec = sv.SpeculativeDecoder(lambda p, k: (form[:k], None), target_step, k=3)
+        dec = sv.SpeculativeDecoder(lambda p, k: (form[:k], None), target_step, k=3, schedule="constant")
         dec.generate([1], max_new=4)  # one round of k = 3 (at least)
         proposed = seen[0]
         assert type(proposed) is torch.Tensor and proposed.dtype == torch.int64, form
@@ -433,7 +433,7 @@ def test_target_step_gets_int64_contiguous_tokens(sv):
 
 def test_argument_checks(sv):
     target, draft = pair()
-    dec = sv.SpeculativeDecoder(draft.greedy_draft, target.target_rows, k=2)
+    dec = sv.SpeculativeDecoder(draft.greedy_draft, target.target_rows, k=2, schedule="constant")
     cases = [  # (generate's keyword arguments, exception, message)
         (dict(max_new=-1), ValueError, r"max_new must be an int in \[0, inf\], got -1"),
         (dict(max_new=2.0), TypeError, "max_new must be an int, got float"),
@@ -541,10 +541,10 @@ def test_default_verifiers_are_the_ops(sv):
             g = torch.Generator().manual_seed(8)
             step = draft.greedy_draft if greedy else draft.sampling_draft(g)
             dec = sv.SpeculativeDecoder(step, target.target_rows, k=3, greedy=greedy, generator=g,
-                                        verifier=verifier)
+                                        verifier=verifier, schedule="constant")
             outs.append(dec.generate([2], max_new=60))
         assert outs[0] == outs[1]
-    assert sv.SpeculativeDecoder(draft.greedy_draft, target.target_rows, greedy=False).verifier is sv.accept
+    assert sv.SpeculativeDecoder(draft.greedy_draft, target.target_rows, greedy=False, schedule="constant").verifier is sv.accept
 
 
 def test_verifier_receives_the_round(sv):
@@ -558,7 +558,7 @@ def test_verifier_receives_the_round(sv):
             return 0, int(rows[0].argmax())
 
         step = draft.greedy_draft if greedy else draft.sampling_draft(g)
-        dec = sv.SpeculativeDecoder(step, target.target_rows, k=3, greedy=greedy, generator=g, verifier=verifier)
+        dec = sv.SpeculativeDecoder(step, target.target_rows, k=3, greedy=greedy, generator=g, verifier=verifier, schedule="constant")
         dec.generate([5], max_new=4)  # rounds of k = 3, 2, 1, 0
         assert [c[2].tolist() != [] for c in calls] == [True, True, True, False]
         for rows, probs, tokens, generator in calls:
@@ -584,12 +584,12 @@ def test_verifier_output_is_checked(sv):
         (lambda r, p, t, g: (0, True), TypeError, "the verifier's next_token must be an int, got bool"),
     ]
     for verifier, exc, msg in cases:
-        dec = sv.SpeculativeDecoder(draft.greedy_draft, target.target_rows, k=3, verifier=verifier)
+        dec = sv.SpeculativeDecoder(draft.greedy_draft, target.target_rows, k=3, verifier=verifier, schedule="constant")
         with pytest.raises(exc, match=msg):
             dec.generate([1], max_new=10)
     # Pairs of other integer kinds are fine.
     for result in ([0, 3], (np.int64(0), torch.tensor(3))):
-        dec = sv.SpeculativeDecoder(draft.greedy_draft, target.target_rows, k=3, verifier=lambda r, p, t, g: result)
+        dec = sv.SpeculativeDecoder(draft.greedy_draft, target.target_rows, k=3, verifier=lambda r, p, t, g: result, schedule="constant")
         assert dec.generate([1], max_new=4) == [1, 3, 3, 3, 3]
 
 
@@ -613,7 +613,7 @@ def test_op_errors_are_attributed_by_the_argument_named_first(sv):
         def verifier(rows, probs, tokens, generator, message=message):
             raise ValueError(message)
 
-        dec = sv.SpeculativeDecoder(draft.greedy_draft, target.target_rows, k=3, verifier=verifier)
+        dec = sv.SpeculativeDecoder(draft.greedy_draft, target.target_rows, k=3, verifier=verifier, schedule="constant")
         with pytest.raises(ValueError) as info:
             dec.generate([1], max_new=10)
         if wrapped is None:
@@ -652,7 +652,7 @@ def test_rounds_with_0_to_k_proposals(sv):
     for use_probs in (False, True):
         step, calls = scripted(draft, counts, with_probs=use_probs)
         seen.clear()
-        dec = sv.SpeculativeDecoder(step, target_step, k=4)
+        dec = sv.SpeculativeDecoder(step, target_step, k=4, schedule="constant")
         assert dec.generate([2, 7], max_new=80) == target.greedy_decode([2, 7], 80)
         s = dec.stats
         # target_step got exactly the proposal ([0] included); the last round may have had
@@ -664,7 +664,7 @@ def test_rounds_with_0_to_k_proposals(sv):
         assert s.proposed_length_counts[0] >= 3 and s.full_acceptance_counts[0] == s.proposed_length_counts[0]
         assert s.decided_by_position[0] == s.rounds - s.proposed_length_counts[0]  # j = 0 decides nothing
     # A draft that never proposes: plain greedy decoding, one target call per token.
-    dec = sv.SpeculativeDecoder(lambda prefix, k: ([], None), target.target_rows, k=4)
+    dec = sv.SpeculativeDecoder(lambda prefix, k: ([], None), target.target_rows, k=4, schedule="constant")
     assert dec.generate([2, 7], max_new=30) == target.greedy_decode([2, 7], 30)
     assert dec.stats.rounds == 30 == dec.stats.draft_calls + 1 and dec.stats.proposed == 0  # the last round: k = 0
     assert dec.stats.tokens_per_target_call == 1.0 and dec.stats.acceptance_rate != dec.stats.acceptance_rate
@@ -676,7 +676,7 @@ def test_sampled_rounds_with_0_to_k_proposals_and_probs(sv):
     target, draft = pair(vocab=30, noise=1.0)
     g = torch.Generator().manual_seed(9)
     step, calls = scripted(draft, [2, 0, 4, 1, 3], greedy=False, generator=g)
-    dec = sv.SpeculativeDecoder(step, target.target_rows, k=4, greedy=False, generator=g)
+    dec = sv.SpeculativeDecoder(step, target.target_rows, k=4, greedy=False, generator=g, schedule="constant")
     out = dec.generate([0], max_new=300)
     for i in range(1, len(out)):
         assert target.probs(out[:i])[out[i]] > 0
@@ -697,7 +697,7 @@ def test_verifier_gets_one_hot_drafts_as_none(sv):
         return 0, int(rows[0].argmax())
 
     step, calls = scripted(draft, [2, 0, 3], with_probs=False)
-    dec = sv.SpeculativeDecoder(step, target.target_rows, k=3, greedy=False, verifier=verifier)
+    dec = sv.SpeculativeDecoder(step, target.target_rows, k=3, greedy=False, verifier=verifier, schedule="constant")
     dec.generate([1], max_new=6)
     assert got == [(2, None), (0, (0, 12)), (3, None), (2, None), (0, (0, 12)), (0, (0, 12))]
 
@@ -705,9 +705,9 @@ def test_verifier_gets_one_hot_drafts_as_none(sv):
 def test_method_argument(sv):
     target, draft = pair()
     d, t = draft.greedy_draft, target.target_rows
-    assert sv.SpeculativeDecoder(d, t).method == "token"
-    assert sv.SpeculativeDecoder(d, t, greedy=False).verifier is sv.accept
-    dec = sv.SpeculativeDecoder(d, t, method="block")
+    assert sv.SpeculativeDecoder(d, t, schedule="constant").method == "token"
+    assert sv.SpeculativeDecoder(d, t, greedy=False, schedule="constant").verifier is sv.accept
+    dec = sv.SpeculativeDecoder(d, t, method="block", schedule="constant")
     assert dec.method == "block" and repr(dec) == "SpeculativeDecoder(k=4, greedy=True, method='block')"
     # Greedy verification has one rule: "block" gives plain greedy decoding too.
     assert dec.generate([3], max_new=30) == target.greedy_decode([3], 30)
@@ -719,11 +719,11 @@ def test_method_argument(sv):
     ]
     for kwargs, exc, msg in cases:
         with pytest.raises(exc, match=msg):
-            sv.SpeculativeDecoder(d, t, **kwargs)
+            sv.SpeculativeDecoder(d, t, **kwargs, schedule="constant")
     logits = lambda p, proposed: target.target_rows(p, proposed, logits=True)  # noqa: E731
     with pytest.raises(ValueError, match="SpeculativeDecoder.from_logits: method must be"):
-        sv.SpeculativeDecoder.from_logits(draft.logits, logits, method="Block")
-    dec = sv.SpeculativeDecoder.from_logits(draft.logits, logits, 3, temperature=0, method="block")
+        sv.SpeculativeDecoder.from_logits(draft.logits, logits, method="Block", schedule="constant")
+    dec = sv.SpeculativeDecoder.from_logits(draft.logits, logits, 3, temperature=0, method="block", schedule="constant")
     assert "method='block'" in repr(dec) and dec.generate([3], max_new=20) == target.greedy_decode([3], 20)
 
 
@@ -731,19 +731,19 @@ def test_from_logits_with_a_token_drafter(sv):
     target, draft = pair(vocab=20)
     logits = lambda p, proposed: target.target_rows(p, proposed, logits=True)  # noqa: E731
     step, calls = scripted(draft, [3, 0, 1])
-    dec = sv.SpeculativeDecoder.from_logits(None, logits, 3, temperature=0, draft_step=step)
+    dec = sv.SpeculativeDecoder.from_logits(None, logits, 3, temperature=0, draft_step=step, schedule="constant")
     assert dec.generate([4], max_new=40) == target.greedy_decode([4], 40)
     assert dec.stats.proposed == sum(j for *_, j in calls) and dec.stats.proposed_length_counts[0] > 0
     what = "SpeculativeDecoder.from_logits"
     with pytest.raises(ValueError, match=f"{what}: pass draft_logits_step or draft_step, not both"):
-        sv.SpeculativeDecoder.from_logits(draft.logits, logits, draft_step=step)
+        sv.SpeculativeDecoder.from_logits(draft.logits, logits, draft_step=step, schedule="constant")
     with pytest.raises(TypeError, match=f"{what}: draft_step must be callable, got int"):
-        sv.SpeculativeDecoder.from_logits(None, logits, draft_step=3)
+        sv.SpeculativeDecoder.from_logits(None, logits, draft_step=3, schedule="constant")
     with pytest.raises(TypeError, match=f"{what}: draft_logits_step must be callable, got NoneType"):
-        sv.SpeculativeDecoder.from_logits(None, logits)
+        sv.SpeculativeDecoder.from_logits(None, logits, schedule="constant")
     # Draft logits with the wrong number of rows are reported as draft_step's logits.
     bad = sv.SpeculativeDecoder.from_logits(None, logits, 3, temperature=0.5,
-                                            draft_step=lambda p, k: ([1, 2], torch.zeros(3, 20)))
+                                            draft_step=lambda p, k: ([1, 2], torch.zeros(3, 20)), schedule="constant")
     with pytest.raises(ValueError, match=r"draft_step returned logits of shape \[3, 20\], expected \[j, V\] with j = 2"):
         bad.generate([1], max_new=5)
 
@@ -756,7 +756,7 @@ def test_sampling_with_one_hot_drafts_and_variable_proposals(sv, method):
     g = torch.Generator().manual_seed(10)
     for with_probs in (False, True):
         step, calls = scripted(draft, [2, 0, 4, 1, 3], greedy=False, generator=g, with_probs=with_probs)
-        dec = sv.SpeculativeDecoder(step, target.target_rows, k=4, greedy=False, generator=g, method=method)
+        dec = sv.SpeculativeDecoder(step, target.target_rows, k=4, greedy=False, generator=g, method=method, schedule="constant")
         out = dec.generate([0], max_new=200)
         for i in range(1, len(out)):
             assert target.probs(out[:i])[out[i]] > 0
@@ -766,7 +766,7 @@ def test_sampling_with_one_hot_drafts_and_variable_proposals(sv, method):
     logits = lambda p, proposed: target.target_rows(p, proposed, logits=True)  # noqa: E731
     step, calls = scripted(draft, [3, 0, 1], with_probs=False)
     dec = sv.SpeculativeDecoder.from_logits(None, logits, 3, temperature=0.8, top_p=0.9, generator=g,
-                                            draft_step=step, method=method)
+                                            draft_step=step, method=method, schedule="constant")
     out = dec.generate([4], max_new=100)
     assert len(out) == 101 and 0 < dec.stats.acceptance_rate < 1
 
@@ -777,9 +777,9 @@ def test_numpy_bools_where_bools_go(sv):
     np = pytest.importorskip("numpy")
     target, draft = pair()
     prompt = [1, 2]
-    want = sv.SpeculativeDecoder(draft.greedy_draft, target.target_rows, k=3, greedy=True).generate(prompt, max_new=20)
-    got = sv.SpeculativeDecoder(draft.greedy_draft, target.target_rows, k=3, greedy=np.bool_(True)).generate(
+    want = sv.SpeculativeDecoder(draft.greedy_draft, target.target_rows, k=3, greedy=True, schedule="constant").generate(prompt, max_new=20)
+    got = sv.SpeculativeDecoder(draft.greedy_draft, target.target_rows, k=3, greedy=np.bool_(True), schedule="constant").generate(
         prompt, max_new=20)
     assert got == want
     with pytest.raises(TypeError, match=r"^greedy must be a bool, got numpy\.int64$"):
-        sv.SpeculativeDecoder(draft.greedy_draft, target.target_rows, k=3, greedy=np.int64(1))
+        sv.SpeculativeDecoder(draft.greedy_draft, target.target_rows, k=3, greedy=np.int64(1), schedule="constant")

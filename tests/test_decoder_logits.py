@@ -81,7 +81,7 @@ def from_logits(sv):
     def make(target, draft, k, params, g):
         temperature, top_k, top_p, min_p = params
         return sv.SpeculativeDecoder.from_logits(draft.logits, target_logits(target), k, temperature=temperature,
-                                                 top_k=top_k, top_p=top_p, min_p=min_p, generator=g)
+                                                 top_k=top_k, top_p=top_p, min_p=min_p, generator=g, schedule="constant")
     return make
 
 
@@ -104,14 +104,14 @@ def biased(sv):
             return sv.accept_logits(rows, draft_rows, tokens, temperature=temperature, top_k=top_k, top_p=top_p,
                                     min_p=min_p, generator=gen)
         return sv.SpeculativeDecoder(draft_step, target_logits(target), k, greedy=False, generator=g,
-                                     verifier=verifier)
+                                     verifier=verifier, schedule="constant")
     return make
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("vocab,k,seed,params", CASES)
 def test_sequences_follow_the_warped_target_law(sv, vocab, k, seed, params):
-    counts, law, rate = law_and_counts(sv, vocab, k, seed, params, from_logits(sv))
+    counts, law, rate = law_and_counts(sv, vocab, k, seed, params, from_logits(sv, schedule="constant"))
     g, df, p = g_test(counts, law)
     assert 0.3 < rate < 0.95, f"draft acceptance rate {rate:.2f}: the case no longer exercises both outcomes"
     assert p > P_MIN, f"G = {g:.1f}, df = {df}, p = {p:.3g}"
@@ -129,7 +129,7 @@ def test_drafts_warped_differently_fail_the_same_test(sv):
 def test_greedy_equals_plain_greedy_decoding(sv, k):
     for seed, vocab in ((31, 7), (32, 50)):
         target, draft = pair(vocab, seed)
-        dec = sv.SpeculativeDecoder.from_logits(draft.logits, target_logits(target), k, temperature=0)
+        dec = sv.SpeculativeDecoder.from_logits(draft.logits, target_logits(target), k, temperature=0, schedule="constant")
         assert dec.greedy and dec.warping == {"temperature": 0.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0}
         for prompt in ([1, 0], [3], [2, 2, 1]):
             g = torch.Generator().manual_seed(0)
@@ -153,7 +153,7 @@ def test_draws_and_calls(sv):
 
     g = torch.Generator().manual_seed(5)
     dec = sv.SpeculativeDecoder.from_logits(draft_logits_step, target_logits(target), 3, temperature=0.8,
-                                            top_p=0.9, generator=g)
+                                            top_p=0.9, generator=g, schedule="constant")
     assert repr(dec) == "SpeculativeDecoder.from_logits(k=3, temperature=0.8, top_k=0, top_p=0.9, min_p=0.0)"
     out = dec.generate([1, 2], max_new=4)
     # max_new = 4 and k = 3: one round of 3 drafts decides 1 to 4 tokens; a second round, if
@@ -172,14 +172,14 @@ def test_draws_and_calls(sv):
     assert out[2:2 + n + 1] == seq[2:2 + n] + [x]
     g2 = torch.Generator().manual_seed(5)
     dec2 = sv.SpeculativeDecoder.from_logits(draft.logits, target_logits(target), 3, temperature=0.8, top_p=0.9,
-                                             generator=g2)
+                                             generator=g2, schedule="constant")
     assert dec2.generate([1, 2], max_new=4) == out and torch.equal(g.get_state(), g2.get_state())
 
 
 def test_callback_form_unchanged(sv):
     """The constructor keeps working as before (probabilities, default verifiers)."""
     target, draft = pair(5, 51)
-    dec = sv.SpeculativeDecoder(draft.greedy_draft, target.target_rows, k=3)
+    dec = sv.SpeculativeDecoder(draft.greedy_draft, target.target_rows, k=3, schedule="constant")
     assert dec.warping is None and repr(dec) == "SpeculativeDecoder(k=3, greedy=True)"
     assert dec.generate([1], max_new=10) == target.greedy_decode([1], 10)
 
@@ -194,7 +194,7 @@ def test_numpy_integers_where_python_ints_go(sv):
 
     def run(k, top_k, prompt, max_new, eos, temperature):
         dec = sv.SpeculativeDecoder.from_logits(draft.logits, target_logits(target), k, temperature=temperature,
-                                                top_k=top_k, generator=torch.Generator().manual_seed(7))
+                                                top_k=top_k, generator=torch.Generator().manual_seed(7), schedule="constant")
         return dec.generate(prompt, max_new=max_new, eos_token_id=eos)
 
     for temperature in (0.0, 0.9):

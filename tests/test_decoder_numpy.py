@@ -38,8 +38,8 @@ def as_numpy_callbacks(target, draft, token_dtype, use_logits=False, sampling_ge
 def test_greedy_with_numpy_callbacks_prompt_and_stop_tokens(sv, token_dtype):
     target, draft = pair()
     draft_step, target_step, _ = as_numpy_callbacks(target, draft, token_dtype)
-    ref_dec = sv.SpeculativeDecoder(draft.greedy_draft, target.target_rows, k=3)
-    dec = sv.SpeculativeDecoder(draft_step, target_step, k=3)
+    ref_dec = sv.SpeculativeDecoder(draft.greedy_draft, target.target_rows, k=3, schedule="constant")
+    dec = sv.SpeculativeDecoder(draft_step, target_step, k=3, schedule="constant")
     for prompt in ([3], [1, 2, 3], [39, 0]):
         expect = target.greedy_decode(prompt, 30)
         assert ref_dec.generate(prompt, max_new=30) == expect
@@ -61,7 +61,7 @@ def test_sampling_with_numpy_rows_equals_tensor_rows(sv):
             draft_step, target_step, _ = as_numpy_callbacks(target, draft, np.intc, sampling_gen=g)
         else:
             draft_step, target_step = draft.sampling_draft(g), target.target_rows
-        dec = sv.SpeculativeDecoder(draft_step, target_step, k=4, greedy=False, generator=g)
+        dec = sv.SpeculativeDecoder(draft_step, target_step, k=4, greedy=False, generator=g, schedule="constant")
         outs.append(dec.generate([2, 7], max_new=60))
     assert outs[0] == outs[1]
 
@@ -77,7 +77,7 @@ def test_rows_are_not_copied(sv):
         pointers.append((rows.data_ptr(), seen[-1].ctypes.data))
         return sv.verify_greedy(rows, tokens)
 
-    dec = sv.SpeculativeDecoder(draft_step, target_step, k=3, verifier=verifier)
+    dec = sv.SpeculativeDecoder(draft_step, target_step, k=3, verifier=verifier, schedule="constant")
     dec.generate([1, 2], max_new=12)
     assert pointers and all(a == b for a, b in pointers)
 
@@ -88,33 +88,33 @@ def test_from_logits_with_numpy_logits(sv):
     numpy_dec = sv.SpeculativeDecoder.from_logits(
         lambda seq: draft.logits(seq).numpy(),
         lambda prefix, proposed: target.target_rows(prefix, proposed, True).numpy(),
-        k=3, temperature=0.9, top_k=20, generator=g_np)
+        k=3, temperature=0.9, top_k=20, generator=g_np, schedule="constant")
     tensor_dec = sv.SpeculativeDecoder.from_logits(
         draft.logits, lambda prefix, proposed: target.target_rows(prefix, proposed, True),
-        k=3, temperature=0.9, top_k=20, generator=g_t)
+        k=3, temperature=0.9, top_k=20, generator=g_t, schedule="constant")
     assert numpy_dec.generate([4], max_new=50) == tensor_dec.generate([4], max_new=50)
     greedy = sv.SpeculativeDecoder.from_logits(
         lambda seq: draft.logits(seq).numpy(),
-        lambda prefix, proposed: target.target_rows(prefix, proposed, True).numpy(), k=3, temperature=0)
+        lambda prefix, proposed: target.target_rows(prefix, proposed, True).numpy(), k=3, temperature=0, schedule="constant")
     assert greedy.generate([4], max_new=30) == target.greedy_decode([4], 30)
 
 
 def test_numpy_arrays_of_the_wrong_dtype_or_shape_are_refused_like_tensors(sv):
     target, draft = pair()
     dec = sv.SpeculativeDecoder(draft.greedy_draft,
-                                lambda prefix, proposed: target.target_rows(prefix, proposed).double().numpy(), k=2)
+                                lambda prefix, proposed: target.target_rows(prefix, proposed).double().numpy(), k=2, schedule="constant")
     with pytest.raises(TypeError, match="target_step returned rows of dtype torch.float64"):
         dec.generate([1], max_new=5)
     dec = sv.SpeculativeDecoder(draft.greedy_draft,
-                                lambda prefix, proposed: target.target_rows(prefix, proposed).numpy()[:, ::-1], k=2)
+                                lambda prefix, proposed: target.target_rows(prefix, proposed).numpy()[:, ::-1], k=2, schedule="constant")
     with pytest.raises(TypeError, match="target_step returned ndarray that torch cannot take without a copy"):
         dec.generate([1], max_new=5)
     g = torch.Generator().manual_seed(0)
     sampler = draft.sampling_draft(g)
     dec = sv.SpeculativeDecoder(lambda prefix, k: (sampler(prefix, k)[0], sampler(prefix, k)[1][:, :5].numpy()),
-                                target.target_rows, k=2, greedy=False, generator=g)
+                                target.target_rows, k=2, greedy=False, generator=g, schedule="constant")
     with pytest.raises(ValueError, match="draft_step returned probs with V = 5 columns"):
         dec.generate([1], max_new=5)
-    dec = sv.SpeculativeDecoder(lambda prefix, k: (np.array([1.5] * k), None), target.target_rows, k=2)
+    dec = sv.SpeculativeDecoder(lambda prefix, k: (np.array([1.5] * k), None), target.target_rows, k=2, schedule="constant")
     with pytest.raises(TypeError, match="draft_step's tokens must have an integer dtype"):
         dec.generate([1], max_new=5)

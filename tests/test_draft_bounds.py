@@ -175,7 +175,7 @@ def test_the_decoder_on_logits_hands_its_bounds_over(sv, monkeypatch):
         return torch.stack(out)
 
     dec = sv.SpeculativeDecoder.from_logits(draft_logits_step, target_logits_step, 4, temperature=0.9, top_p=0.95,
-                                            generator=torch.Generator().manual_seed(1))
+                                            generator=torch.Generator().manual_seed(1), schedule="constant")
     dec.generate([1, 2, 3], max_new=60)
     assert len(seen) >= 10 and all(seen)
 

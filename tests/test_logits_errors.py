@@ -235,17 +235,17 @@ def test_decoder_from_logits_rejects_bad_arguments(sv):
     target = lambda prefix, proposed: torch.zeros(len(proposed) + 1, V)  # noqa: E731
     what = r"^SpeculativeDecoder\.from_logits: "
     with pytest.raises(TypeError, match=what + "draft_logits_step must be callable, got int"):
-        sv.SpeculativeDecoder.from_logits(1, target)
+        sv.SpeculativeDecoder.from_logits(1, target, schedule="constant")
     with pytest.raises(TypeError, match=what + "target_logits_step must be callable, got NoneType"):
-        sv.SpeculativeDecoder.from_logits(step, None)
+        sv.SpeculativeDecoder.from_logits(step, None, schedule="constant")
     with pytest.raises(ValueError, match=what + r"top_p must be a float in \(0, 1\]"):
-        sv.SpeculativeDecoder.from_logits(step, target, top_p=0)
+        sv.SpeculativeDecoder.from_logits(step, target, top_p=0, schedule="constant")
     with pytest.raises(TypeError, match=what + "temperature must be a float, got bool"):
-        sv.SpeculativeDecoder.from_logits(step, target, temperature=False)
+        sv.SpeculativeDecoder.from_logits(step, target, temperature=False, schedule="constant")
     with pytest.raises(TypeError, match=what + "generator must be a torch.Generator or None"):
-        sv.SpeculativeDecoder.from_logits(step, target, generator=0)
+        sv.SpeculativeDecoder.from_logits(step, target, generator=0, schedule="constant")
     with pytest.raises(ValueError, match=r"k must be an int in \[0, 1024\]"):
-        sv.SpeculativeDecoder.from_logits(step, target, k=-1)
+        sv.SpeculativeDecoder.from_logits(step, target, k=-1, schedule="constant")
 
 
 @pytest.mark.parametrize("temperature", [0.0, 0.9])
@@ -269,7 +269,7 @@ def test_decoder_from_logits_names_the_callback(sv, temperature):
                       r"draft_logits_step returned logits with V = 20 columns but target_logits_step "
                       r"returned rows with V = 21"))
     for draft, target, exc, pattern in cases:
-        dec = sv.SpeculativeDecoder.from_logits(draft, target, k=2, temperature=temperature)
+        dec = sv.SpeculativeDecoder.from_logits(draft, target, k=2, temperature=temperature, schedule="constant")
         with pytest.raises(exc, match=pattern):
             dec.generate([1, 2], max_new=5)
 

@@ -207,7 +207,7 @@ def test_greedy_output_equals_plain_greedy_decoding(sv, k):
         for max_ngram, min_ngram in ((3, 1), (2, 2)):
             lookup = sv.PromptLookup(max_ngram, min_ngram)
             for use_logits in (False, True):
-                dec = sv.SpeculativeDecoder(lookup, lambda p, t: target.target_rows(p, t, use_logits), k=k)
+                dec = sv.SpeculativeDecoder(lookup, lambda p, t: target.target_rows(p, t, use_logits), k=k, schedule="constant")
                 for prompt in ([3], [1, 2, 3, 1, 2], [4, 4, 4, 0]):
                     assert dec.generate(prompt, max_new=60) == target.greedy_decode(prompt, 60)
                     s = dec.stats
@@ -223,7 +223,7 @@ def test_greedy_output_equals_plain_greedy_decoding(sv, k):
 def test_from_logits_greedy_with_prompt_lookup(sv):
     target = repetitive_target()
     dec = sv.SpeculativeDecoder.from_logits(None, lambda p, t: target.target_rows(p, t, logits=True), 4,
-                                            temperature=0, draft_step=sv.PromptLookup())
+                                            temperature=0, draft_step=sv.PromptLookup(), schedule="constant")
     assert repr(dec) == "SpeculativeDecoder.from_logits(k=4, temperature=0.0, top_k=0, top_p=1.0, min_p=0.0)"
     for prompt in ([3], [1, 2, 3, 1, 2]):
         assert dec.generate(prompt, max_new=50) == target.greedy_decode(prompt, 50)
@@ -272,10 +272,10 @@ def lookup_counts(sv, seed, k, verifier=None, logits=None, method="token"):
     lookup = sv.PromptLookup(max_ngram=3, min_ngram=2)  # min 2: some rounds find no match
     if logits is None:
         dec = sv.SpeculativeDecoder(lookup, target.target_rows, k=k, greedy=False, generator=g, verifier=verifier,
-                                    method=method)
+                                    method=method, schedule="constant")
     else:  # from logits at temperature 1, no cuts: the warped rows are the target's rows
         dec = sv.SpeculativeDecoder.from_logits(None, lambda p, t: target.target_rows(p, t, logits=True), k,
-                                                temperature=1.0, generator=g, draft_step=lookup, method=method)
+                                                temperature=1.0, generator=g, draft_step=lookup, method=method, schedule="constant")
     counts = torch.zeros(len(cells), dtype=torch.float64)
     accepted = proposed = empty = 0
     for _ in range(GENERATIONS):

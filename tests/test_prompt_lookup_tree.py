@@ -161,7 +161,7 @@ def test_greedy_output_through_the_tree_decoder(sv):
         dec = sv.SpeculativeDecoder.from_tree(lookup, lm.target_tree_rows)
         assert dec.generate(prompt, max_new=max_new) == plain
         per_call[branches] = dec.stats.tokens_per_target_call
-    chain = sv.SpeculativeDecoder(sv.PromptLookup(max_ngram=3), lm.target_rows, k=6)
+    chain = sv.SpeculativeDecoder(sv.PromptLookup(max_ngram=3), lm.target_rows, k=6, schedule="constant")
     assert chain.generate(prompt, max_new=max_new) == plain
     # One branch is the chain's proposal: the same rounds, token for token.
     assert per_call[1] == chain.stats.tokens_per_target_call
@@ -191,6 +191,6 @@ def test_one_branch_is_the_chain_bit_for_bit_when_sampling(sv):
         a = list(tree.stream(prompt, max_new=80))
         g = torch.Generator().manual_seed(seed)
         chain = sv.SpeculativeDecoder(sv.PromptLookup(max_ngram=3), target.target_rows, k=5, greedy=False,
-                                      generator=g)
+                                      generator=g, schedule="constant")
         assert a == list(chain.stream(prompt, max_new=80))
         assert tree.stats.accepted == chain.stats.accepted > 0

@@ -42,7 +42,7 @@ def sample_counts(sv, vocab, k, seed, stop=None, verifier=None):
     cells = {seq: i for i, seq in enumerate(sorted(law))}
     g = torch.Generator().manual_seed(seed)
     dec = sv.SpeculativeDecoder(draft.sampling_draft(g), target.target_rows, k=k, greedy=False, generator=g,
-                                verifier=verifier)
+                                verifier=verifier, schedule="constant")
     counts = torch.zeros(len(cells), dtype=torch.float64)
     accepted = proposed = 0
     for _ in range(GENERATIONS):

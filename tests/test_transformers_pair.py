@@ -72,7 +72,7 @@ def hf_greedy(model, prompt, max_new, eos=None):
 def test_greedy_equals_transformers_generate(sv, models, k):
     target, draft = models
     for prompt in PROMPTS:
-        dec = sv.transformers.speculative_decoder(draft, target, k=k, temperature=0)
+        dec = sv.transformers.speculative_decoder(draft, target, k=k, temperature=0, schedule="constant")
         out = dec.generate(prompt, max_new=48)
         assert out == hf_greedy(target, prompt, 48)
         stats = dec.stats
@@ -94,7 +94,7 @@ def test_greedy_stop_tokens_equal_transformers_generate(sv, models):
     # Stop tokens picked from the free-running output, so the stop happens mid-stream.
     first_seen = [t for i, t in enumerate(free) if t not in free[:i]]
     one, two = first_seen[20], first_seen[12]
-    dec = sv.transformers.speculative_decoder(draft, target, k=4, temperature=0)
+    dec = sv.transformers.speculative_decoder(draft, target, k=4, temperature=0, schedule="constant")
     for eos in (one, [one, two]):
         expected = hf_greedy(target, prompt, 48, eos=eos)
         assert expected[-1] in ([eos] if isinstance(eos, int) else eos)
@@ -108,7 +108,7 @@ def test_sampling_is_reproducible_and_valid(sv, models):
     outs = []
     for _ in range(2):
         g = torch.Generator().manual_seed(7)
-        dec = sv.transformers.speculative_decoder(draft, target, k=4, temperature=0.7, generator=g)
+        dec = sv.transformers.speculative_decoder(draft, target, k=4, temperature=0.7, generator=g, schedule="constant")
         chunks = list(dec.stream(PROMPTS[0], max_new=40))
         outs.append(sum(chunks, []))
         assert all(1 <= len(c) <= 5 for c in chunks) and len(outs[-1]) == 40
@@ -120,7 +120,7 @@ def test_sampling_is_reproducible_and_valid(sv, models):
 def test_cache_follows_a_new_prompt(sv, models):
     # A second generation with another prompt must not reuse the first one's cache rows.
     target, draft = models
-    dec = sv.transformers.speculative_decoder(draft, target, k=3, temperature=0)
+    dec = sv.transformers.speculative_decoder(draft, target, k=3, temperature=0, schedule="constant")
     for prompt in (PROMPTS[0], PROMPTS[1], PROMPTS[0][:3], PROMPTS[0]):
         assert dec.generate(prompt, max_new=12) == hf_greedy(target, prompt, 12)
 
@@ -146,7 +146,7 @@ def test_top_p_first_token_law(sv, models):
     assert margin > ref.CLEAR and 3 <= int(kept.sum()) <= 40, (margin, int(kept.sum()))
     assert torch.equal(sv.warp(logits, **params) > 0, kept)
     g = torch.Generator().manual_seed(11)
-    dec = sv.transformers.speculative_decoder(draft, target, k=2, generator=g, **params)
+    dec = sv.transformers.speculative_decoder(draft, target, k=2, generator=g, **params, schedule="constant")
     counts = torch.zeros(VOCAB)
     accepted = 0
     for _ in range(700):

@@ -11,7 +11,8 @@ verify_tree, verify_tree_probs (+ _with_uniforms)  tree drafts: several candidat
 verify_batch, verify_batch_probs  a ragged batch of sequences (vLLM's layout) in one call,
                     on torch.set_num_threads threads, each result that of the single-sequence op.
 SpeculativeDecoder  the draft/verify loop over user callbacks (or, from_logits, over two
-                    logits functions); DecodeStats its statistics. from_tree and
+                    logits functions); DecodeStats its statistics; AdaptiveSchedule the
+                    proposal length of each round, chosen from measured costs (the default). from_tree and
                     from_tree_logits: rounds that verify trees (TreeDecodeStats).
 PromptLookup        a draft_step without a draft model: copies the continuation of the
                     prefix's suffix n-gram from its last earlier occurrence.
@@ -51,6 +52,7 @@ from ._api import (  # noqa: F401
 )
 from ._ops import ops  # noqa: F401
 from .decoder import DecodeStats, SpeculativeDecoder
+from .schedule import AdaptiveSchedule
 from .tree_decoder import TreeDecodeStats
 from .prompt_lookup import PromptLookup, PromptLookupTree
 from . import transformers  # noqa: F401,E402  (a module: transformers itself is imported lazily)
@@ -73,6 +75,7 @@ __all__ = [
     "verify_batch_probs",
     "SpeculativeDecoder",
     "DecodeStats",
+    "AdaptiveSchedule",
     "PromptLookup",
     "PromptLookupTree",
     "TreeDecodeStats",

@@ -44,10 +44,11 @@ import re
 import time
 from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
 
+from .schedule import AdaptiveSchedule
 from ._api import (_flag, _index, _int_list, _kind, _sample, _sample_with_bounds, _token_tensor, _warp_params, accept,
                    accept_logits, verify_greedy)
 
@@ -100,7 +101,8 @@ class _RateStats:
             for name, attr in vars(klass).items():
                 if isinstance(attr, property) and not name.startswith("_"):
                     out[name] = getattr(self, name)
-        return {name: list(v) if isinstance(v, list) else v for name, v in out.items()}
+        return {name: list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v
+                for name, v in out.items()}
 
 
 @dataclass
@@ -132,6 +134,13 @@ class DecodeStats(_RateStats):
         draft_ns, target_ns, verify_ns (`int`): nanoseconds in draft_step, in target_step,
             and in checking their output plus the verifier.
         stop_reason (`str`): `"max_new"`, `"stop_token"`, or `""` while running.
+        k_chosen (`List[int]`): the proposal length the schedule chose, round by round (the
+            drafter may then propose fewer; `proposed_length_counts` counts what it did).
+        schedule_reasons (`Dict[str, int]`): rounds by the reason for their k
+            (`spec_verify.schedule.REASONS`: "prefill", "measure", "pays", "no gain",
+            "probe", "never pays", "max_new", "constant").
+        costs (`dict`): the adaptive schedule's measurements when the generation stopped
+            (`AdaptiveSchedule.costs()`); empty under `schedule="constant"`.
     """
 
     k: int
@@ -144,6 +153,9 @@ class DecodeStats(_RateStats):
     target_ns: int = 0
     verify_ns: int = 0
     stop_reason: str = ""
+    k_chosen: List[int] = field(default_factory=list)
+    schedule_reasons: Dict[str, int] = field(default_factory=dict)
+    costs: dict = field(default_factory=dict)
 
     def __post_init__(self):
         for name in ("proposed_length_counts", "accepted_length_counts", "full_acceptance_counts"):
@@ -337,6 +349,25 @@ def _greedy_verifier(target_rows, draft_probs, tokens, generator):
     return verify_greedy(target_rows, tokens)
 
 
+def _schedule(what: str, schedule, k: int, draft_step) -> Optional[AdaptiveSchedule]:
+    """The decoder's schedule: an AdaptiveSchedule of its own, or None for "constant"."""
+    if isinstance(schedule, AdaptiveSchedule):
+        chosen = schedule
+    elif not isinstance(schedule, str):
+        raise TypeError(f"{what}: schedule must be \"adaptive\", \"constant\" or an AdaptiveSchedule, got "
+                        f"{type(schedule).__name__}")
+    elif schedule not in ("adaptive", "constant"):
+        raise ValueError(f"{what}: schedule must be \"adaptive\", \"constant\" or an AdaptiveSchedule, got "
+                         f"{schedule!r}")
+    elif schedule == "constant" or k == 0:
+        return None
+    else:
+        chosen = AdaptiveSchedule()
+    chosen.k_max = k
+    chosen.shadowable = getattr(draft_step, "shadowable", False) is True
+    return chosen
+
+
 _METHODS = ("token", "block")
 
 
@@ -384,7 +415,8 @@ class SpeculativeDecoder:
             proposals). Logits are fine with `greedy=True`; probabilities (unnormalised is
             fine) when sampling.
         k (`int`, *optional*, defaults to 4): draft tokens per round, in `[0, MAX_K]`
-            (`MAX_K = 1024`; see below). Fewer near `max_new`.
+            (`MAX_K = 1024`; see below): the most the schedule chooses, and every round's
+            under `schedule="constant"`. Fewer near `max_new`.
         greedy (`bool`, *optional*, defaults to `True`): temperature-0 verification (output
             identical to greedy decoding of the target); otherwise speculative sampling.
         generator (`torch.Generator`, *optional*): the generator the verifier draws from
@@ -403,6 +435,15 @@ class SpeculativeDecoder:
             verification, Sun et al. 2025: the same law, at least as many accepted tokens
             on average, every position read). Greedy verification has one rule and ignores
             it; with a custom `verifier` it must stay `"token"`.
+        schedule (`str` or `AdaptiveSchedule`, *optional*, defaults to `"adaptive"`): how
+            many tokens each round proposes. `"adaptive"` (or an `AdaptiveSchedule` with
+            its own parameters): chosen each round in `[0, k]` from the measured costs of
+            both callbacks and the acceptance so far, 0 (a plain target step) where
+            proposing does not pay (`spec_verify.schedule`; the output law is unchanged).
+            `"constant"`: always k, as transformers' `num_assistant_tokens_schedule =
+            "constant"`. With the adaptive schedule a drafter with `shadowable = True`
+            (`PromptLookup`) is also called in rounds of k = 0, its proposal only compared
+            with the tokens that follow.
 
     The bound on k: each round runs k draft steps and scores k+1 positions, while the
     expected number of accepted tokens is at most alpha / (1 - alpha) for a draft accepted
@@ -414,7 +455,8 @@ class SpeculativeDecoder:
             one; NumPy integers and 0-d integer tensors are), greedy not a bool, generator
             not a `torch.Generator`, method not a str.
         ValueError: k outside `[0, MAX_K]`; method neither `"token"` nor `"block"`, or
-            `"block"` with a custom verifier.
+            `"block"` with a custom verifier; schedule neither `"adaptive"`, `"constant"`
+            nor an `AdaptiveSchedule`.
     """
 
     MAX_K = 1024
@@ -429,6 +471,7 @@ class SpeculativeDecoder:
         verifier: Optional[Verifier] = None,
         *,
         method: str = "token",
+        schedule: Union[str, AdaptiveSchedule] = "adaptive",
     ):
         for name, f in (("draft_step", draft_step), ("target_step", target_step)):
             if not callable(f):
@@ -452,6 +495,7 @@ class SpeculativeDecoder:
         self.generator = generator
         self.verifier = verifier
         self.method = method
+        self.schedule = _schedule("SpeculativeDecoder", schedule, k, draft_step)
         self.stats = DecodeStats(k)
         # The warping parameters when made by from_logits (a dict), else None.
         self.warping: Optional[dict] = None
@@ -462,8 +506,10 @@ class SpeculativeDecoder:
         method = "" if self.method == "token" else f", method={self.method!r}"
         if self.warping is not None:
             params = ", ".join(f"{name}={value}" for name, value in self.warping.items())
-            return f"SpeculativeDecoder.from_logits(k={self.k}, {params}{method})"
-        return f"SpeculativeDecoder(k={self.k}, greedy={self.greedy}{method})"
+            sched = "" if self.schedule is not None else ", schedule='constant'"
+            return f"SpeculativeDecoder.from_logits(k={self.k}, {params}{method}{sched})"
+        sched = "" if self.schedule is not None else ", schedule='constant'"
+        return f"SpeculativeDecoder(k={self.k}, greedy={self.greedy}{method}{sched})"
 
     @classmethod
     def from_logits(
@@ -479,6 +525,7 @@ class SpeculativeDecoder:
         generator: Optional[torch.Generator] = None,
         draft_step: Optional[DraftStep] = None,
         method: str = "token",
+        schedule: Union[str, AdaptiveSchedule] = "adaptive",
     ) -> "SpeculativeDecoder":
         """A decoder over two logits functions: the decoder samples and verifies.
 
@@ -517,6 +564,10 @@ class SpeculativeDecoder:
                 logits the tokens were sampled from with these warping parameters.
             method (`str`, *optional*, defaults to `"token"`): `"token"` or `"block"`,
                 passed to `accept_logits`.
+            schedule (`str` or `AdaptiveSchedule`, *optional*, defaults to `"adaptive"`): as
+                for the constructor. A `draft_logits_step` with a `token_seconds()`
+                attribute (the llama.cpp adapter's) tells the schedule one draft token's
+                cost before the draft model has run.
 
         Returns:
             `SpeculativeDecoder`: with `greedy = (temperature == 0)` and `warping` the dict
@@ -558,7 +609,8 @@ class SpeculativeDecoder:
 
         if draft_step is not None:
             # One-hot drafts (or drafts with their own logits) on the target's warped rows.
-            dec = cls(draft_step, target_logits_step, k, greedy=greedy, generator=generator, verifier=verifier)
+            dec = cls(draft_step, target_logits_step, k, greedy=greedy, generator=generator, verifier=verifier,
+                      schedule=schedule)
             dec.method = method
             dec.warping = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p}
             dec._target_name = "target_logits_step"
@@ -566,12 +618,22 @@ class SpeculativeDecoder:
             return dec
 
         def draft_step(prefix: List[int], k: int):
-            seq, start, rows, bounds = prefix, len(prefix), [], []  # prefix: the loop's own fresh copy
-            for _ in range(k):
+            seq, start, rows, bounds = prefix, len(prefix), None, []  # prefix: the loop's own fresh copy
+            for i in range(k):
                 x = draft_logits_step(seq[:])
                 if not (type(x) is _Tensor and x.dtype is _float32 and x.dim() == 1 and x.is_cpu):
                     x = _from_array(x, "draft_logits_step returned")
                     _check_draft_logits(x)
+                if not greedy:
+                    # Copied at once: a callback may hand out a view of a buffer that its next
+                    # call overwrites (the llama.cpp adapter does).
+                    if rows is None:
+                        rows = torch.empty((k, x.shape[0]), dtype=_float32)
+                    elif x.shape[0] != rows.shape[1]:
+                        raise ValueError(f"draft_logits_step returned logits of shape {list(x.shape)} after "
+                                         f"{len(seq)} tokens, but [{rows.shape[1]}] earlier in the same round; "
+                                         f"expected one vocabulary size V")
+                    rows[i].copy_(x)
                 try:
                     if greedy:
                         t = int(_sample(x, temperature, top_k, top_p, min_p, generator))
@@ -583,15 +645,15 @@ class SpeculativeDecoder:
                     raise type(e)(f"SpeculativeDecoder: the sampling op rejected draft_logits_step's "
                                   f"logits after {len(seq)} tokens: {e}") from e
                 seq.append(t)
-                if not greedy:
-                    rows.append(x)
-            draft_rows = torch.stack(rows) if rows else None
-            handed["rows"], handed["bounds"] = draft_rows, (torch.stack(bounds) if bounds else None)
-            return torch.tensor(seq[start:], dtype=_int64), draft_rows
+            handed["rows"], handed["bounds"] = rows, (torch.stack(bounds) if bounds else None)
+            return torch.tensor(seq[start:], dtype=_int64), rows
 
         # Greedy too goes through accept_logits (verify_greedy at temperature 0), so that a bad
         # row is reported as target_logits_step's.
-        dec = cls(draft_step, target_logits_step, k, greedy=greedy, generator=generator, verifier=verifier)
+        dec = cls(draft_step, target_logits_step, k, greedy=greedy, generator=generator, verifier=verifier,
+                  schedule=schedule)
+        if dec.schedule is not None and callable(getattr(draft_logits_step, "token_seconds", None)):
+            dec.schedule.draft_token_hint = draft_logits_step.token_seconds
         dec.method = method
         dec.warping = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p}
         dec._target_name = "target_logits_step"
@@ -747,6 +809,8 @@ class SpeculativeDecoder:
         max_new = _count(max_new, "max_new")
         stop = _stop_set(eos_token_id)
         self.stats = stats = DecodeStats(self.k)
+        if self.schedule is not None:
+            self.schedule.reset()
         if max_new == 0:
             stats.stop_reason = "max_new"
         return self._loop(seq, max_new, stop, stats)
@@ -757,22 +821,39 @@ class SpeculativeDecoder:
         full_counts = stats.full_acceptance_counts
         no_tokens = torch.empty(0, dtype=torch.int64)
         remaining = max_new
+        schedule = self.schedule
+        now = _now if schedule is None or schedule.clock is None else schedule.clock
+        prompt_len = len(seq)
+        reasons = stats.schedule_reasons
         while remaining > 0:
             # Never propose past max_new: the round's emitted token is always the last one.
-            k = self.k if self.k < remaining else remaining - 1
-            t0 = _now()
-            if k:
-                out = self.draft_step(list(seq), k)
-                t1 = _now()
+            cap = self.k if self.k < remaining else remaining - 1
+            if schedule is None:
+                k, reason, shadow = cap, "constant", False
+            else:
+                k, reason, shadow = schedule.choose(cap)
+            stats.k_chosen.append(k)
+            reasons[reason] = reasons.get(reason, 0) + 1
+            t0 = now()
+            if k or shadow:
+                out = self.draft_step(list(seq), k or self.k)
+                t1 = now()
                 stats.draft_calls += 1
-                tokens, probs = self._check_draft(out, k)
+                tokens, probs = self._check_draft(out, k or self.k)
+                if schedule is not None:
+                    schedule.observe_draft(k or self.k, (t1 - t0) * 1e-9)
+                if shadow:  # compared with what the plain steps emit; nothing is verified
+                    schedule.shadow(len(seq), tokens.tolist())
+                    tokens, probs = no_tokens, None
                 j = tokens.shape[0]  # 0 <= j <= k proposed
             else:
                 t1 = t0
                 tokens, probs, j = no_tokens, None, 0
-            t2 = _now()
+            t2 = now()
             rows = self.target_step(list(seq), tokens)
-            t3 = _now()
+            t3 = now()
+            if schedule is not None:
+                schedule.observe_target(j + 1, (t3 - t2) * 1e-9, prompt_len)
             n, nxt = self._verify(rows, probs, tokens, j)
             chunk = tokens[:n].tolist() if n else []
             chunk.append(nxt)
@@ -785,12 +866,17 @@ class SpeculativeDecoder:
                 if remaining == 0:
                     stats.stop_reason = "max_new"
             seq.extend(chunk)
+            if schedule is not None:
+                schedule.observe_round(j, n)
+                schedule.observe_emitted(seq)
+                if remaining == 0:
+                    stats.costs = schedule.costs()
             proposed_counts[j] += 1
             accepted_counts[n] += 1
             if n == j:
                 full_counts[j] += 1
             stats.new_tokens += len(chunk)
-            t4 = _now()
+            t4 = now()
             stats.draft_ns += t1 - t0
             stats.target_ns += t3 - t2
             stats.verify_ns += (t2 - t1) + (t4 - t3)

@@ -79,6 +79,10 @@ class PromptLookup:
         ([7, 8, 5], None)
     """
 
+    # For spec_verify.schedule: proposals without probabilities, cheap, and no state that a
+    # call in a round that verifies nothing could upset, so it may be shadowed.
+    shadowable = True
+
     def __init__(self, max_ngram: int = 3, min_ngram: int = 1):
         self.max_ngram = _ngram_size(max_ngram, "max_ngram", 1, None)
         self.min_ngram = _ngram_size(min_ngram, "min_ngram", 1, self.max_ngram)

@@ -353,6 +353,7 @@ def speculative_decoder(
     top_p: float = 1.0,
     min_p: float = 0.0,
     generator: Optional[torch.Generator] = None,
+    schedule="adaptive",
 ) -> SpeculativeDecoder:
     """A `SpeculativeDecoder` over two Hugging Face causal LMs, each with a KV cache.
 
@@ -366,12 +367,15 @@ def speculative_decoder(
         draft_model (`transformers.PreTrainedModel`): the draft causal LM.
         target_model (`transformers.PreTrainedModel`): the target causal LM, with the draft's
             vocabulary.
-        k (`int`, *optional*, defaults to 4): draft tokens per round.
+        k (`int`, *optional*, defaults to 4): the most draft tokens per round.
         temperature (`float`, *optional*, defaults to 1.0): >= 0; 0 = greedy.
         top_k (`int`, *optional*, defaults to 0): >= 0; 0 = off.
         top_p (`float`, *optional*, defaults to 1.0): in (0, 1]; 1 = off.
         min_p (`float`, *optional*, defaults to 0.0): in [0, 1); 0 = off.
         generator (`torch.Generator`, *optional*): the generator of every draw.
+        schedule (`str` or `AdaptiveSchedule`, *optional*, defaults to `"adaptive"`): each
+            round's proposal length from measured costs (`spec_verify.schedule`); `"constant"`:
+            k every round (transformers' `num_assistant_tokens_schedule="constant"`).
 
     Returns:
         `SpeculativeDecoder`: call `generate(prompt_ids, max_new, eos_token_id)` or `stream`.
@@ -383,7 +387,8 @@ def speculative_decoder(
     """
     draft_logits_step, target_logits_step = logits_steps(draft_model, target_model)
     dec = SpeculativeDecoder.from_logits(draft_logits_step, target_logits_step, k, temperature=temperature,
-                                         top_k=top_k, top_p=top_p, min_p=min_p, generator=generator)
+                                         top_k=top_k, top_p=top_p, min_p=min_p, generator=generator,
+                                         schedule=schedule)
     dec.draft_cache, dec.target_cache = draft_logits_step.model, target_logits_step.model
     return dec
 

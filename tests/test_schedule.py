@@ -1,0 +1,233 @@
+"""The adaptive proposal-length schedule (spec_verify.schedule) on simulated costs.
+
+A simulated clock (SimClock) stands in for time: the target's call advances it by a cost
+model c(n) of the positions it scores (the first call of a generation by the prompt's cost),
+a drafter's by its cost per token. So every choice below is deterministic and the tests
+assert what the schedule chose, not how fast anything ran.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from law import g_test
+from toy_models import ToyLM, sequence_law
+
+
+class SimClock:
+    """Nanoseconds that pass only when a callback spends them."""
+
+    def __init__(self):
+        self.ns = 0
+
+    def __call__(self) -> int:
+        return self.ns
+
+    def spend(self, seconds: float) -> None:
+        self.ns += int(round(seconds * 1e9))
+
+
+def timed_target(model: ToyLM, clock: SimClock, cost, prefill=0.0002, logits=False):
+    """target_step whose call spends cost(n) for n positions (the prompt: prefill a token)."""
+    seen = {"len": None}
+
+    def step(prefix, proposed):
+        n = proposed.numel() + 1
+        fresh = seen["len"] is None or len(prefix) < seen["len"]
+        clock.spend(len(prefix) * prefill if fresh else cost(n))
+        seen["len"] = len(prefix)
+        return model.target_rows(prefix, proposed, logits=logits)
+    step.reset = lambda: seen.update(len=None)
+    return step
+
+
+def drafter(model: ToyLM, clock: SimClock, per_token: float, right, shadowable=False):
+    """A greedy draft of k tokens that proposes the target's argmax where right(prefix) is
+    true and a wrong token otherwise, spending per_token seconds a token."""
+    def step(prefix, k):
+        clock.spend(per_token * k)
+        seq, out = list(prefix), []
+        for _ in range(k):
+            best = int(model.logits(seq).argmax())
+            out.append(best if right(seq) else (best + 1) % model.vocab)
+            seq.append(out[-1])
+        return torch.tensor(out, dtype=torch.int64), None
+    if shadowable:
+        step.shadowable = True
+    return step
+
+
+def decoder(sv, model, clock, cost, draft, k=8, **kw):
+    schedule = sv.AdaptiveSchedule(clock=clock)
+    return sv.SpeculativeDecoder(draft, timed_target(model, clock, cost), k=k, schedule=schedule, **kw)
+
+
+STEEP = lambda n: 0.001 * (1 + 0.7 * (n - 1))  # noqa: E731  (two cores, logits at every position)
+FLAT = lambda n: 0.001 * (1 + 0.1 * (n - 1))  # noqa: E731  (memory-bound decoding)
+PROMPT = [1, 2, 3]
+
+
+def test_a_drafter_that_never_matches_falls_to_plain_steps(sv):
+    target = ToyLM(16, seed=0)
+    clock = SimClock()
+    wrong = drafter(target, clock, 0.0, right=lambda s: False)
+    dec = decoder(sv, target, clock, STEEP, wrong)
+    out = dec.generate(PROMPT, max_new=200)
+    assert out == target.greedy_decode(PROMPT, 200)
+    s = dec.stats
+    # Probes after 2, 4, 8, ... rounds of k = 0: at most 8 speculative rounds in ~200.
+    assert sum(1 for k in s.k_chosen if k) <= 8, s.k_chosen
+    assert s.schedule_reasons["probe"] >= 3 and s.schedule_reasons.get("pays", 0) == 0
+    assert s.k_chosen[0] == 0 and s.schedule_reasons["prefill"] == 1
+
+
+def test_a_shadowed_drafter_that_never_matches_never_costs_a_position(sv):
+    target = ToyLM(16, seed=1)
+    clock = SimClock()
+    wrong = drafter(target, clock, 0.0, right=lambda s: False, shadowable=True)
+    dec = decoder(sv, target, clock, STEEP, wrong)
+    out = dec.generate(PROMPT, max_new=150)
+    assert out == target.greedy_decode(PROMPT, 150)
+    assert set(dec.stats.k_chosen) == {0} and dec.stats.proposed == 0
+    assert dec.stats.draft_calls > 100  # shadow proposals: compared, never verified
+    assert max(dec.schedule.alphas(8)) < 0.1  # 0.5 / (1 + 1 / (1 - decay)) at the steady state
+
+
+@pytest.mark.parametrize("shadowable", [False, True])
+def test_a_copying_workload_grows_k(sv, shadowable):
+    target = ToyLM(16, seed=2)
+    clock = SimClock()
+    right = drafter(target, clock, 0.0, right=lambda s: True, shadowable=shadowable)
+    dec = decoder(sv, target, clock, FLAT, right)
+    out = dec.generate(PROMPT, max_new=300)
+    assert out == target.greedy_decode(PROMPT, 300)
+    late = dec.stats.k_chosen[len(dec.stats.k_chosen) // 2:]
+    assert late and all(k == 8 for k in late[:-2]), dec.stats.k_chosen  # the last rounds: capped by max_new
+    assert dec.stats.tokens_per_target_call > 6
+
+
+def test_a_workload_that_changes_halfway_is_followed(sv):
+    target = ToyLM(16, seed=3)
+    clock = SimClock()
+    switch = len(PROMPT) + 200
+    both = drafter(target, clock, 0.0, right=lambda s: len(s) < switch, shadowable=True)
+    dec = decoder(sv, target, clock, FLAT, both)
+    out = dec.generate(PROMPT, max_new=400)
+    assert out == target.greedy_decode(PROMPT, 400)
+    ks = dec.stats.k_chosen
+    before, after = ks[:len(ks) // 4], ks[-40:]
+    assert max(before[5:]) == 8, before
+    assert sum(1 for k in after if k) == 0, after
+
+
+def test_a_draft_as_costly_as_the_target_stops_drafting(sv):
+    target = ToyLM(16, seed=4)
+    clock = SimClock()
+    right = drafter(target, clock, STEEP(1), right=lambda s: True)  # always right, but a step a token
+    dec = decoder(sv, target, clock, STEEP, right, k=4)
+    out = dec.generate(PROMPT, max_new=200)
+    assert out == target.greedy_decode(PROMPT, 200)
+    s = dec.stats
+    assert s.draft_calls <= 3 and s.schedule_reasons["never pays"] >= 150, (s.draft_calls, s.schedule_reasons)
+
+
+def test_an_adapters_cost_hint_stops_a_costly_draft_before_it_runs(sv):
+    target = ToyLM(16, seed=5)
+    clock = SimClock()
+    calls = []
+
+    def draft_logits_step(seq):
+        calls.append(len(seq))
+        clock.spend(STEEP(1))
+        return target.logits(seq)
+    draft_logits_step.token_seconds = lambda: STEEP(1)
+    dec = sv.SpeculativeDecoder.from_logits(draft_logits_step, timed_target(target, clock, STEEP, logits=True), k=4,
+                                            temperature=0.0, schedule=sv.AdaptiveSchedule(clock=clock))
+    out = dec.generate(PROMPT, max_new=100)
+    assert out == target.greedy_decode(PROMPT, 100)
+    assert calls == [] and dec.stats.schedule_reasons == {"prefill": 1, "measure": 1, "never pays": 97, "max_new": 1}
+
+
+def test_statistics_report_the_choices_and_costs(sv):
+    target = ToyLM(16, seed=6)
+    clock = SimClock()
+    dec = decoder(sv, target, clock, FLAT, drafter(target, clock, 0.0, right=lambda s: True, shadowable=True))
+    dec.generate(PROMPT, max_new=60)
+    s = dec.stats
+    assert len(s.k_chosen) == s.rounds and sum(s.schedule_reasons.values()) == s.rounds
+    costs = s.costs["target_seconds_by_positions"]
+    assert costs[1] == pytest.approx(FLAT(1)) and all(costs[n] == pytest.approx(FLAT(n)) for n in costs)
+    assert s.as_dict()["schedule_reasons"] == s.schedule_reasons
+    # Constant: every round k, reason "constant", no costs.
+    const = sv.SpeculativeDecoder(target.greedy_draft, target.target_rows, k=3, schedule="constant")
+    const.generate(PROMPT, max_new=20)
+    assert set(const.stats.k_chosen) == {3} or const.stats.k_chosen[-1] < 3
+    assert const.stats.schedule_reasons == {"constant": const.stats.rounds} and const.stats.costs == {}
+
+
+def test_bad_schedules_are_refused(sv):
+    target = ToyLM(4, seed=0)
+    with pytest.raises(ValueError, match=r"schedule must be \"adaptive\", \"constant\" or an AdaptiveSchedule, "
+                                         r"got 'fixed'"):
+        sv.SpeculativeDecoder(target.greedy_draft, target.target_rows, schedule="fixed")
+    with pytest.raises(TypeError, match="schedule must be .* got int"):
+        sv.SpeculativeDecoder.from_logits(None, target.target_rows, draft_step=target.greedy_draft, schedule=3)
+    with pytest.raises(ValueError, match=r"decay must be a number in \(0.0, 1.0\), got 1.5"):
+        sv.AdaptiveSchedule(decay=1.5)
+    with pytest.raises(ValueError, match="probe_k must be an int >= 1, got 0"):
+        sv.AdaptiveSchedule(probe_k=0)
+
+
+# The law with the schedule on -----------------------------------------------------------
+# Null hypothesis: GENERATIONS sequences of MAX_NEW tokens sampled through the adaptive
+# schedule (its k changing with the acceptance it has seen) are a multinomial sample from
+# the target's autoregressive law. G-test (tests/law.py), threshold p < 1e-8 fails: a correct
+# decoder fails a run with probability < 1e-8; seeds fixed. Power: the same test with a
+# verifier that accepts every draft token must reject.
+
+GENERATIONS, MAX_NEW, LAW_PROMPT = 12_000, 9, [1, 0]  # 2 ** 9 sequences
+
+
+def adaptive_counts(sv, verifier=None, seed=7):
+    target = ToyLM(2, seed=seed, sharpness=1.0)
+    draft = ToyLM(2, seed=seed + 100, base=target, noise=1.2)
+    law = sequence_law(target, LAW_PROMPT, MAX_NEW, None)
+    cells = {seq: i for i, seq in enumerate(sorted(law))}
+    g = torch.Generator().manual_seed(seed)
+    clock = SimClock()
+    sampling = draft.sampling_draft(g)
+
+    def draft_step(prefix, k):
+        return sampling(prefix, k)
+    # Costs under which the choice swings with what was accepted: k = 1 from the prior,
+    # 3 after an acceptance, 0 after a rejection, 2 in a probe.
+    target_step = timed_target(target, clock, lambda n: 0.001 * (1 + 0.25 * (n - 1)))
+    dec = sv.SpeculativeDecoder(draft_step, target_step, k=3, greedy=False, generator=g, verifier=verifier,
+                                schedule=sv.AdaptiveSchedule(clock=clock, decay=0.5))
+    counts = torch.zeros(len(cells), dtype=torch.float64)
+    ks = set()
+    for _ in range(GENERATIONS):
+        target_step.reset()
+        out = dec.generate(LAW_PROMPT, max_new=MAX_NEW)
+        counts[cells[tuple(out[len(LAW_PROMPT):])]] += 1
+        ks.update(dec.stats.k_chosen)
+    expected = torch.tensor([law[seq] for seq in sorted(law)], dtype=torch.float64)
+    return counts, expected, ks
+
+
+@pytest.mark.slow
+def test_sequence_law_with_the_adaptive_schedule(sv):
+    counts, expected, ks = adaptive_counts(sv)
+    assert ks >= {0, 1, 2, 3}, ks  # the schedule did vary k
+    _, _, p = g_test(counts, expected)
+    assert p > 1e-8, p
+
+
+@pytest.mark.slow
+def test_sequence_law_test_rejects_a_biased_verifier_under_the_schedule(sv):
+    def always_accept(target_probs, draft_probs, tokens, generator):
+        k = tokens.numel()
+        return k, int(torch.multinomial(target_probs[k], 1, generator=generator))
+    counts, expected, _ = adaptive_counts(sv, verifier=always_accept)
+    _, _, p = g_test(counts, expected)
+    assert p < 1e-8, p

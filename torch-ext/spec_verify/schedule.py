@@ -1,0 +1,292 @@
+"""How many tokens to propose each round: the proposal length chosen from measured costs.
+
+A round that proposes k tokens costs the drafter's time D(k) plus the target's time c(k+1)
+to score k+1 positions, and emits 1 + E(k) tokens on average, where E(k) is the expected
+number of accepted proposals. Plain decoding emits one token per c(1). So proposing k pays
+only where (1 + E(k)) / (c(k+1) + D(k)) > 1 / c(1). On a CPU c(n) grows steeply with n
+(llama.cpp's matmuls are compute-bound on two cores: scoring 9 positions with logits costs
+5.5 to 9.6 one-token steps), so a fixed k loses wherever the text does not repeat.
+
+`AdaptiveSchedule` measures c(n) for every n it has run (the first target call of each
+generation, which evaluates the prompt, gives only a lower bound on the slope), the
+drafter's cost per proposed token, and the acceptance by position (P(accept position i |
+position i reached), counts decayed by `decay` per observation so a change of text is
+followed within a few rounds). Each round it takes the k in [0, k_max] with the highest
+estimated rate, k = 0 (a plain target step) unless a k > 0 is estimated at least `margin`
+faster.
+
+While it chooses k = 0 it keeps learning:
+- A drafter that says it may be shadowed (`shadowable = True`, as `PromptLookup` does: it
+  proposes without probabilities, and a call costs under `cheap` of a target step) is still
+  called, and its proposal is compared
+  with the tokens the plain steps then emit ("shadow" proposals). With greedy decoding a
+  proposed token matches the emitted one exactly when verification would accept it; when
+  sampling, a one-hot draft token t is accepted with probability p(t), the probability
+  that the plain step emits t. So shadows estimate the acceptance at no target cost.
+- Any other drafter gets a probe round (k = `probe_k`) after 2, 4, 8, ... 256 rounds of
+  k = 0, unless even a draft that is always accepted could not pay with the costs known
+  (then it is not run at all).
+
+Why the output law does not change. The k of a round is a function of the past only:
+earlier tokens, earlier proposals and measured times, none of which depends on the
+uniforms of this or later rounds. Greedy verification emits the target's greedy tokens
+whatever k is; speculative sampling emits, for any k fixed before the round, tokens with
+the target's law given the prefix. So the output stays greedy decoding of the target, or
+has the target's law, with any schedule. Shadow proposals draw nothing from the
+generator. (With a fixed generator seed, sampled output is reproducible only under
+`schedule="constant"`: measured times, and so the k chosen, differ from run to run.)
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Dict, List, Optional, Tuple
+
+REASONS = ("prefill", "measure", "pays", "no gain", "probe", "never pays", "max_new", "constant")
+
+
+class AdaptiveSchedule:
+    """The proposal length of each round, chosen from measured costs and acceptance.
+
+    Args:
+        decay (`float`, *optional*, defaults to 0.85): weight of past acceptance
+            observations per new one, in (0, 1).
+        margin (`float`, *optional*, defaults to 0.03): a k > 0 is chosen only where its
+            estimated rate exceeds plain decoding's by this fraction.
+        prior_slope (`float`, *optional*, defaults to 0.5): before any n > 1 is measured,
+            c(n) is estimated as c(1) * (1 + prior_slope * (n - 1)).
+        cheap (`float`, *optional*, defaults to 0.02): a shadowable drafter is shadowed
+            while its call costs under this fraction of a target step.
+        probe_k (`int`, *optional*, defaults to 2): proposal length of a probe round.
+        clock (`Callable[[], int]`, *optional*): nanoseconds, the decoder's time source
+            (default `time.perf_counter_ns`); tests give a simulated clock.
+
+    Attributes:
+        k_max (`int`): set by the decoder: its k.
+    """
+
+    def __init__(self, *, decay: float = 0.85, margin: float = 0.03, prior_slope: float = 0.5,
+                 cheap: float = 0.02, probe_k: int = 2, clock: Optional[Callable[[], int]] = None):
+        for name, value, low, high in (("decay", decay, 0.0, 1.0), ("cheap", cheap, 0.0, 1.0)):
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not low < value < high:
+                raise ValueError(f"AdaptiveSchedule: {name} must be a number in ({low}, {high}), got {value!r}")
+        for name, value in (("margin", margin), ("prior_slope", prior_slope)):
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0.0 <= value < math.inf:
+                raise ValueError(f"AdaptiveSchedule: {name} must be a finite number >= 0, got {value!r}")
+        if type(probe_k) is not int or probe_k < 1:
+            raise ValueError(f"AdaptiveSchedule: probe_k must be an int >= 1, got {probe_k!r}")
+        if clock is not None and not callable(clock):
+            raise TypeError(f"AdaptiveSchedule: clock must be callable or None, got {type(clock).__name__}")
+        self.decay, self.margin, self.prior_slope, self.cheap, self.probe_k = decay, margin, prior_slope, cheap, probe_k
+        self.clock = clock
+        self.k_max = 0
+        # Costs, kept across generations (same models, same machine). Every cost but c(1) is
+        # kept in units of c(1), the latest one-position step, so that a machine that slows
+        # down or speeds up as a whole (other processes, clocks) does not tilt the choice.
+        self._c1: Optional[float] = None  # seconds of a target call scoring one position
+        self._ratio: Dict[int, float] = {}  # c(n) / c(1) for n > 1
+        self._prefill_token: Optional[float] = None  # seconds per prompt token / c(1): a floor on the slope
+        self._draft_token: Optional[float] = None  # seconds per proposed token / c(1)
+        self._draft_call: Optional[float] = None  # seconds per draft call / c(1)
+        self.shadowable = False  # set by the decoder from its drafter
+        self.draft_token_hint: Optional[Callable[[], float]] = None  # an adapter's estimate
+        self.reset()
+
+    def reset(self) -> None:
+        """Starts a generation: acceptance and probes afresh, costs kept."""
+        self._round = 0
+        self._acc: List[float] = []
+        self._dec: List[float] = []
+        self._since_probe = 0
+        self._gap = 2
+        self._draft_calls = 0
+        self._prompt: Optional[Tuple[float, int]] = None  # the prompt round's (seconds, tokens)
+        self._shadow: Optional[Tuple[int, List[int]]] = None  # (start, tokens) awaiting comparison
+
+    # Estimates ------------------------------------------------------------------------------
+
+    def target_cost(self, n: int) -> float:
+        """Estimated seconds of a target call scoring n positions (NaN before c(1) is known)."""
+        return math.nan if self._c1 is None else self._c1 * self._target_ratios(n)[n - 1]
+
+    def _target_ratios(self, top: int) -> List[float]:
+        # c(n) / c(1) for n = 1..top: measured, else interpolated linearly between measured
+        # points (c(1) among them), extrapolated with the slope of the last two, and never
+        # below the prompt's cost per token for each extra position. One pass, O(top).
+        floor = self._prefill_token or 0.0
+        points = [(1, 1.0)] + sorted(self._ratio.items())
+        out, at = [], 0  # points[at] is the last measured point at or below n
+        for n in range(1, top + 1):
+            while at + 1 < len(points) and points[at + 1][0] <= n:
+                at += 1
+            a, ra = points[at]
+            if a == n:
+                out.append(ra)
+                continue
+            if at + 1 < len(points):
+                b, rb = points[at + 1]
+            elif at >= 1:
+                (a, ra), (b, rb) = points[at - 1], points[at]
+            else:
+                out.append(max(1.0 + floor * (n - 1), 1.0 + self.prior_slope * (n - 1)))
+                continue
+            slope = max((rb - ra) / (b - a), 0.0)
+            out.append(max(1.0 + floor * (n - 1), ra + slope * (n - a)))
+        return out
+
+    def draft_cost(self, k: int) -> float:
+        """Estimated seconds of a draft call proposing k tokens (0 if nothing is known)."""
+        if k == 0 or self._c1 is None:
+            return 0.0
+        per = self._draft_token
+        if per is None and self.draft_token_hint is not None:
+            per = self._draft_token = float(self.draft_token_hint()) / self._c1
+        return k * per * self._c1 if per is not None else 0.0
+
+    def alphas(self, k: int) -> List[float]:
+        """Estimated P(accept position i | position i reached), i < k: the decayed counts,
+        each with one observation's weight of the previous position's estimate as its prior
+        (0.5 before position 0), so that a position not yet reached starts where the one
+        before it stands."""
+        out, prior = [], 0.5
+        for i in range(k):
+            acc = self._acc[i] if i < len(self._acc) else 0.0
+            dec = self._dec[i] if i < len(self._dec) else 0.0
+            prior = (acc + prior) / (dec + 1.0)
+            out.append(prior)
+        return out
+
+    def expected_tokens(self, k: int) -> float:
+        """1 + E(k): tokens a round proposing k emits on average, by the estimated alphas."""
+        total, reach = 1.0, 1.0
+        for a in self.alphas(k):
+            reach *= a
+            total += reach
+        return total
+
+    def rates(self, cap: int) -> List[float]:
+        """Estimated tokens per second of rounds proposing k, for k = 0..cap, in O(cap)."""
+        if self._c1 is None:
+            return [math.nan] * (cap + 1)
+        ratios, draft = self._target_ratios(cap + 1), self.draft_cost(1)
+        out, total, reach = [], 1.0, 1.0
+        for k, a in enumerate([1.0] + self.alphas(cap)):
+            if k:
+                reach *= a
+                total += reach
+            out.append(total / (self._c1 * ratios[k] + k * draft))
+        return out
+
+    def costs(self) -> dict:
+        """What has been measured: target seconds by positions scored, seconds per prompt
+        token, per draft token and per draft call, and the alphas by position."""
+        c1 = self._c1
+        scale = (lambda r: None if r is None or c1 is None else r * c1)
+        return {"target_seconds_by_positions": {} if c1 is None else
+                {1: c1, **{n: r * c1 for n, r in sorted(self._ratio.items())}},
+                "prefill_seconds_per_token": scale(self._prefill_token),
+                "draft_seconds_per_token": scale(self._draft_token),
+                "draft_seconds_per_call": scale(self._draft_call),
+                "alpha_by_position": [round(a, 4) for a in self.alphas(self.k_max)]}
+
+    # The choice -----------------------------------------------------------------------------
+
+    def choose(self, cap: int) -> Tuple[int, str, bool]:
+        """This round's (k, reason, shadow): k in [0, cap], and whether to ask the drafter for
+        a shadow proposal of k_max tokens (only when k = 0)."""
+        self._round += 1
+        if self._round == 1:
+            return 0, "prefill", False  # the prompt's round: its first token as soon as plain's
+        if cap == 0:
+            return 0, "max_new", False
+        if self._c1 is None:
+            return 0, "measure", self.shadowable and self._shadow is None
+        rates = self.rates(cap)
+        plain = rates[0]
+        best_k, best = 0, plain * (1.0 + self.margin)
+        for k in range(1, cap + 1):
+            if rates[k] > best:
+                best_k, best = k, rates[k]
+        if best_k:
+            self._since_probe, self._gap = 0, 2
+            return best_k, "pays", False
+        if self._shadowing():
+            return 0, "no gain", self._shadow is None
+        if self._never_pays(cap, plain):
+            return 0, "never pays", False
+        self._since_probe += 1
+        if self._since_probe >= self._gap:
+            self._since_probe, self._gap = 0, min(2 * self._gap, 256)
+            return min(self.probe_k, cap), "probe", False
+        return 0, "no gain", False
+
+    def _shadowing(self) -> bool:
+        return self.shadowable and (self._draft_call is None or self._draft_call < self.cheap)
+
+    def _never_pays(self, cap: int, plain: float) -> bool:
+        # Even drafts that are always accepted (k + 1 tokens a round) cannot beat plain
+        # decoding with the cheapest target costs consistent with the measurements.
+        if self._draft_token is None and self.draft_token_hint is None:
+            return False
+        c1, slope, draft = self._c1, (self._prefill_token or 0.0) * self._c1, self.draft_cost(1)
+        return all((k + 1) / (c1 + k * slope + k * draft) <= plain for k in range(1, cap + 1))
+
+    # Observations ---------------------------------------------------------------------------
+
+    def observe_target(self, positions: int, seconds: float, prompt_tokens: int) -> None:
+        """A target call scored `positions` positions in `seconds`."""
+        if self._round == 1:  # it evaluated the prompt: a floor on the slope, not c(n)
+            self._prompt = (seconds, prompt_tokens)
+            return
+        if positions == 1:
+            self._c1 = seconds if self._c1 is None else 0.7 * self._c1 + 0.3 * seconds
+            if self._prompt is not None:  # the prompt's cost per token, once c(1) is known
+                t, n = self._prompt
+                self._prefill_token = t / n / self._c1 if n > 0 else None
+                self._prompt = None
+        elif self._c1 is not None:
+            old, ratio = self._ratio.get(positions), seconds / self._c1
+            self._ratio[positions] = ratio if old is None else 0.7 * old + 0.3 * ratio
+
+    def observe_draft(self, k: int, seconds: float) -> None:
+        """A draft call asked for k tokens and took `seconds`."""
+        self._draft_calls += 1
+        if self._c1 is None or (self._draft_calls == 1 and not self.shadowable):
+            return  # a model's first call of a generation catches up on the prompt: not its cost
+        call, per = seconds / self._c1, seconds / k / self._c1
+        self._draft_call = call if self._draft_call is None else 0.7 * self._draft_call + 0.3 * call
+        self._draft_token = per if self._draft_token is None else 0.7 * self._draft_token + 0.3 * per
+
+    def observe_round(self, proposed: int, accepted: int) -> None:
+        """A verified round: `accepted` of `proposed` tokens were kept."""
+        self._record(proposed, accepted)
+
+    def shadow(self, start: int, tokens: List[int]) -> None:
+        """A shadow proposal for the positions from `start` on, to compare with what follows."""
+        if tokens:
+            self._shadow = (start, list(tokens))
+
+    def observe_emitted(self, seq: List[int]) -> None:
+        """The sequence after a round: settles a pending shadow proposal once it is decided."""
+        if self._shadow is None:
+            return
+        start, tokens = self._shadow
+        have = len(seq) - start
+        n = 0
+        while n < len(tokens) and n < have and seq[start + n] == tokens[n]:
+            n += 1
+        if n < len(tokens) and n == have:
+            return  # every emitted token matched so far: wait for more
+        self._shadow = None
+        self._record(len(tokens), n)
+
+    def _record(self, proposed: int, accepted: int) -> None:
+        if proposed == 0:
+            return
+        decided = min(proposed, accepted + 1)
+        while len(self._dec) < decided:
+            self._dec.append(0.0)
+            self._acc.append(0.0)
+        g = self.decay
+        for i in range(decided):  # positions not reached keep what they knew
+            self._dec[i] = g * self._dec[i] + 1.0
+            self._acc[i] = g * self._acc[i] + (1.0 if i < accepted else 0.0)
