@@ -13,6 +13,7 @@ these tests use).
 """
 from __future__ import annotations
 
+import ctypes
 import os
 
 import numpy as np
@@ -63,9 +64,11 @@ def load(path, cache=F32, **kw):
 
 @pytest.fixture(scope="module")
 def models(gguf_pair):
-    """(draft, target, reference): the reference is a second target for llama.cpp's own runs."""
+    """(draft, target, reference): the reference is a second target for llama.cpp's own runs
+    (with logits_all=True, for its Llama.scores); the decoder's models are made as plain
+    decoding makes them."""
     target_path, draft_path = gguf_pair
-    return load(draft_path), load(target_path), load(target_path)
+    return load(draft_path, logits_all=False), load(target_path, logits_all=False), load(target_path)
 
 
 def prompts(llm):
@@ -129,7 +132,7 @@ def test_block_and_single_token_logits_differ_only_in_the_last_bits(gguf_pair):
 @pytest.mark.parametrize("k", [1, 3, 5])
 def test_greedy_equals_llama_cpp_greedy_generation(sv, models, k):
     draft, target, ref = models
-    dec = sv.llama_cpp.speculative_decoder(draft, target, k=k, temperature=0)
+    dec = sv.llama_cpp.speculative_decoder(draft, target, k=k, temperature=0, schedule="constant")
     near_ties, calls, new = [], 0, 0
     for prompt in prompts(target):
         expect, gaps = llama_greedy(ref, prompt, 40)
@@ -158,11 +161,12 @@ def test_greedy_with_llama_cpps_default_f16_cache(sv, gguf_pair):
     about 2e-3 here (the numerics test): a greedy divergence is allowed at a gap below 1e-2,
     and counted."""
     target_path, draft_path = gguf_pair
-    draft, target, ref = load(draft_path, F16), load(target_path, F16), load(target_path, F16)
+    draft, target = load(draft_path, F16, logits_all=False), load(target_path, F16, logits_all=False)
+    ref = load(target_path, F16)
     near_ties = []
     runs = close = 0
     for k in (1, 3, 5):
-        dec = sv.llama_cpp.speculative_decoder(draft, target, k=k, temperature=0)
+        dec = sv.llama_cpp.speculative_decoder(draft, target, k=k, temperature=0, schedule="constant")
         for prompt in prompts(target):
             expect, gaps = llama_greedy(ref, prompt, 40)
             close += int((gaps < 1e-2).sum())
@@ -182,7 +186,7 @@ def test_a_quantized_draft(sv, tmp_path_factory):
     AMX. Greedy output equals llama.cpp's own greedy generation (or diverges at a near-tie)."""
     target_path, draft_path = tiny_gguf.write_pair(tmp_path_factory.mktemp("medium"), "medium")
     target, draft, ref = load(target_path), load(draft_path), load(target_path)
-    dec = sv.llama_cpp.speculative_decoder(draft, target, k=4, temperature=0)
+    dec = sv.llama_cpp.speculative_decoder(draft, target, k=4, temperature=0, schedule="constant")
     for prompt in prompts(target)[:2]:
         expect, gaps = llama_greedy(ref, prompt, 24)
         agree_or_near_tie(dec.generate(prompt, max_new=24), expect, gaps, len(prompt))
@@ -191,7 +195,7 @@ def test_a_quantized_draft(sv, tmp_path_factory):
 
 def test_prompt_lookup_greedy_equals_llama_cpp_greedy_generation(sv, models):
     _, target, ref = models
-    dec = sv.llama_cpp.prompt_lookup_decoder(target, k=6, temperature=0)
+    dec = sv.llama_cpp.prompt_lookup_decoder(target, k=6, temperature=0, schedule="constant")
     calls = new = 0
     for prompt in prompts(target):
         expect, gaps = llama_greedy(ref, prompt, 60)
@@ -213,7 +217,7 @@ def test_caches_feed_what_the_prefix_contract_allows(sv, models):
     draft, target, _ = models
     k, max_new = 3, 50
     for prompt in prompts(target):
-        dec = sv.llama_cpp.speculative_decoder(draft, target, k=k, temperature=0)
+        dec = sv.llama_cpp.speculative_decoder(draft, target, k=k, temperature=0, schedule="constant")
         t, d = dec.target_cache, dec.draft_cache
         t.reset()
         d.reset()
@@ -242,7 +246,7 @@ def test_results_equal_a_run_without_the_cache(sv, gguf_pair):
     target_path, draft_path = gguf_pair
     runs = []
     for cached in (True, False):
-        draft, target = load(draft_path), load(target_path)
+        draft, target = load(draft_path, logits_all=False), load(target_path, logits_all=False)
         d_step, t_step = sv.llama_cpp.logits_steps(draft, target)
         if not cached:
             def forget(step):
@@ -256,7 +260,7 @@ def test_results_equal_a_run_without_the_cache(sv, gguf_pair):
         for temperature in (0.0, 0.9):
             g = torch.Generator().manual_seed(4)
             dec = sv.SpeculativeDecoder.from_logits(d_step, t_step, 4, temperature=temperature, top_k=50,
-                                                    generator=g)
+                                                    generator=g, schedule="constant")
             out += [dec.generate(p, max_new=40) for p in prompts(target)]
         runs.append((out, t_step.model.fed, d_step.model.fed))
     (with_cache, fed_t, fed_d), (without, fed_t0, fed_d0) = runs
@@ -270,7 +274,8 @@ def test_a_refused_truncation_falls_back_to_reevaluation(sv, models, gguf_pair, 
     partial removal is refused (Llama.eval's own unchecked call included)."""
     draft, target, ref = models
     expected = [dec_out for dec_out in
-                (sv.llama_cpp.speculative_decoder(draft, target, k=3, temperature=0).generate(p, max_new=30)
+                (sv.llama_cpp.speculative_decoder(draft, target, k=3, temperature=0, schedule="constant")
+                 .generate(p, max_new=30)
                  for p in prompts(target))]
     calls = []
 
@@ -280,7 +285,8 @@ def test_a_refused_truncation_falls_back_to_reevaluation(sv, models, gguf_pair, 
 
     monkeypatch.setattr(llama_cpp.llama_cpp, "llama_memory_seq_rm", refuse)
     target_path, draft_path = gguf_pair
-    dec = sv.llama_cpp.speculative_decoder(load(draft_path), load(target_path), k=3, temperature=0)
+    dec = sv.llama_cpp.speculative_decoder(load(draft_path, logits_all=False), load(target_path, logits_all=False),
+                                           k=3, temperature=0, schedule="constant")
     got = [dec.generate(p, max_new=30) for p in prompts(target)]
     assert calls and dec.target_cache.fallbacks > 0 and dec.draft_cache.fallbacks > 0
     assert got == expected
@@ -325,7 +331,8 @@ def test_sampled_first_two_tokens_follow_the_targets_warped_law(sv, models, meth
     prompt = prompts(target)[1]
     law = warped_law(ref, prompt, params)
     g = torch.Generator().manual_seed(2026 + len(method))
-    dec = sv.llama_cpp.speculative_decoder(draft, target, k=3, generator=g, method=method, **params)
+    dec = sv.llama_cpp.speculative_decoder(draft, target, k=3, generator=g, method=method, schedule="constant",
+                                           **params)
     n = 6000
     counts = torch.zeros_like(law)
     accepted = 0
@@ -344,31 +351,56 @@ def test_sampled_first_two_tokens_follow_the_targets_warped_law(sv, models, meth
 
 # Refusals and NumPy -----------------------------------------------------------------------------
 
-def test_a_model_without_logits_all_is_refused(sv, gguf_pair, models):
-    target_path, _ = gguf_pair
+def test_models_made_with_or_without_logits_all_decode_alike(sv, gguf_pair, models):
+    """The adapter asks llama.cpp for logits only where a round reads them, whichever way the
+    Llama was made: the same greedy output, and the prompt's round computes j + 1 rows (not one
+    per prompt position)."""
+    target_path, draft_path = gguf_pair
     draft, target, _ = models
-    plain = load(target_path, logits_all=False)
-    with pytest.raises(ValueError, match=r"target Llama was made without logits_all=True.*Llama\(model_path, "
-                                         r"logits_all=True"):
-        sv.llama_cpp.speculative_decoder(draft, plain, k=3)
-    with pytest.raises(ValueError, match="draft Llama was made without logits_all=True"):
-        sv.llama_cpp.speculative_decoder(plain, target, k=3)
-    with pytest.raises(ValueError, match="target Llama was made without logits_all=True"):
-        sv.llama_cpp.prompt_lookup_decoder(plain)
+    full_t, full_d = load(target_path), load(draft_path)  # logits_all=True
+    for prompt in prompts(target)[:3]:
+        outs = []
+        for d, t in ((draft, target), (full_d, full_t)):
+            dec = sv.llama_cpp.speculative_decoder(d, t, k=3, temperature=0, schedule="constant")
+            dec.target_cache.reset()
+            dec.draft_cache.reset()
+            chunks = dec.stream(prompt, max_new=30)
+            first = next(chunks)
+            assert dec.target_cache.rows == 4 and dec.target_cache.fed == len(prompt) + 3  # j + 1 = 4 rows
+            assert dec.draft_cache.rows == 3  # the draft's last position, at each of its 3 steps
+            outs.append(prompt + first + [t for c in chunks for t in c])
+        assert outs[0] == outs[1]
     with pytest.raises(ValueError, match="same Llama instance"):
         sv.llama_cpp.speculative_decoder(target, target, k=3)
 
 
+def test_a_draft_that_cannot_pay_is_never_evaluated(sv, models):
+    """The default schedule, told by the draft's measured one-token cost that even drafts that
+    are always accepted could not beat plain steps (here: a draft costing as much as the
+    target), never evaluates the draft, not even its prompt; the output is the target's greedy
+    decoding."""
+    draft, target, ref = models
+    dec = sv.llama_cpp.speculative_decoder(draft, target, k=4, temperature=0)
+    dec.draft_cache.reset()
+    dec.schedule.draft_token_hint = lambda: 10.0  # seconds: far above any target step
+    prompt = prompts(target)[0]
+    expect, gaps = llama_greedy(ref, prompt, 30)
+    agree_or_near_tie(dec.generate(prompt, max_new=30), expect, gaps, len(prompt))
+    assert dec.draft_cache.fed == 0 and dec.stats.draft_calls == 0
+    assert dec.stats.schedule_reasons.get("never pays", 0) >= 20 and dec.stats.k_chosen[0] == 0
+    assert dec.draft_cache.token_seconds() > 0 and dec.draft_cache.fed == 0  # measured, then removed
+
+
 def test_context_overflow_is_reported(sv, models):
     draft, target, _ = models
-    dec = sv.llama_cpp.speculative_decoder(draft, target, k=3, temperature=0)
+    dec = sv.llama_cpp.speculative_decoder(draft, target, k=3, temperature=0, schedule="constant")
     with pytest.raises(ValueError, match="do not fit the .*context of n_ctx = 512"):
         dec.generate([tiny_gguf.BOS] * 500, max_new=40)
 
 
 def test_numpy_callbacks_over_llama_cpp(sv, models):
     """The decoder takes what llama-cpp-python hands out: llama-cpp-python's own prompt-lookup
-    drafter (np.intc token arrays) as draft_step, Llama.scores rows as NumPy arrays from
+    drafter (np.intc token arrays) as draft_step, llama.cpp's logits rows as NumPy arrays from
     target_step, a NumPy prompt and stop tokens; the rows reach the verifier uncopied."""
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
@@ -385,10 +417,11 @@ def test_numpy_callbacks_over_llama_cpp(sv, models):
     seen = []
 
     def verifier(rows, probs, tokens, gen):
-        seen.append(rows.data_ptr() - target.scores.ctypes.data)
+        logits = ctypes.cast(llama_cpp.llama_cpp.llama_get_logits(target.ctx), ctypes.c_void_p).value
+        seen.append(rows.data_ptr() - logits)
         return sv.verify_greedy(rows, tokens)
 
-    dec = sv.SpeculativeDecoder(draft_step, target_step, k=4, verifier=verifier)
+    dec = sv.SpeculativeDecoder(draft_step, target_step, k=4, verifier=verifier, schedule="constant")
     for prompt in prompts(target):
         expect, gaps = llama_greedy(ref, prompt, 40)
         same, _ = agree_or_near_tie(dec.generate(np.array(prompt, dtype=np.intc), max_new=40), expect, gaps,
@@ -397,6 +430,5 @@ def test_numpy_callbacks_over_llama_cpp(sv, models):
             stop = np.array([expect[len(prompt) + 5]], dtype=np.intc)
             got = dec.generate(np.array(prompt, dtype=np.intc), max_new=40, eos_token_id=stop)
             assert got == expect[:expect.index(int(stop[0]), len(prompt)) + 1]
-    # Each row tensor starts at a row boundary inside Llama.scores: a view, not a copy.
-    row = 4 * tiny_gguf.VOCAB
-    assert seen and all(0 <= off < target.scores.nbytes and off % row == 0 for off in seen)
+    # Each row tensor is llama.cpp's own logits buffer: a view, not a copy.
+    assert seen and set(seen) == {0}

@@ -2,8 +2,8 @@
 
     from llama_cpp import Llama
 
-    target = Llama("target.gguf", logits_all=True, n_threads=4, n_threads_batch=4)
-    draft = Llama("draft.gguf", logits_all=True, n_threads=4, n_threads_batch=4)
+    target = Llama("target.gguf", n_threads=4, n_threads_batch=4)
+    draft = Llama("draft.gguf", n_threads=4, n_threads_batch=4)
     dec = sv.llama_cpp.speculative_decoder(draft, target, k=4, temperature=0.8, top_p=0.95,
                                            generator=torch.Generator().manual_seed(0))
     ids = dec.generate(target.tokenize(b"Once upon a time"), max_new=64,
@@ -23,16 +23,15 @@ Each `Llama` keeps its KV cache across rounds. A call keeps the longest common p
 the tokens the cache holds and the new sequence, removes the rest from the cache
 (`llama_memory_seq_rm`, whose result is checked: recurrent and hybrid models may refuse a
 partial removal, and then the cache is cleared and the whole sequence is evaluated again)
-and evaluates only the remaining tokens, in one `Llama.eval` call. Under the decoder's
-prefix contract that is, per round, the target's k+1 tokens (the previous round's emitted
-token and the k proposals) and at most k+1 for the draft (its previous round's last
-proposal is never evaluated). The rows are returned without a copy: `torch.from_numpy`
-views of `Llama.scores`, which the next evaluation of the same `Llama` overwrites (the
-decoder reads them before that).
-
-The models must be made with `logits_all=True`: without it llama.cpp computes only the
-last position's logits, `Llama.scores` is not filled, and verification would read
-uninitialised rows; `CachedLlama` refuses such a model.
+and evaluates only the remaining tokens through llama.cpp's batch API (`llama_decode`),
+asking for logits only at the positions the round reads: the target's k+1, the draft's
+last. So a prompt is evaluated as plain decoding evaluates it (one logits row, not one per
+prompt position: with Gemma 3's 262144-token vocabulary a row costs half a decode step),
+whether or not the `Llama` was made with `logits_all=True`, and a draft model that the
+schedule does not run is never evaluated at all (it catches up on the text when it next
+drafts). The rows are returned without a copy: tensor views of llama.cpp's logits buffer,
+which the next evaluation of the same `Llama` overwrites (the decoder reads them before
+that). `Llama.scores` is not filled.
 
 Both `Llama` instances must share one vocabulary (the same tokenizer; `n_vocab()` is
 checked) and must not be used for anything else while a generation runs.
@@ -42,6 +41,9 @@ llama_cpp is imported only inside these functions: the package itself needs only
 from __future__ import annotations
 
 from typing import Callable, List, Optional, Tuple
+
+import ctypes
+import time
 
 import torch
 
@@ -62,36 +64,29 @@ class CachedLlama:
     """One `llama_cpp.Llama` and its KV cache, following the sequences it is asked about.
 
     Args:
-        llm (`llama_cpp.Llama`): a model made with `logits_all=True`.
+        llm (`llama_cpp.Llama`): a model, made with or without `logits_all=True` (the
+            logits are asked for only where a round reads them either way).
         what (`str`, *optional*): how messages name it ("target", "draft").
 
     Attributes:
         llm: the model.
         fed (`int`): tokens evaluated so far, a measure of the work done.
-        evals (`int`): calls of `Llama.eval` (model forward passes over a block of tokens).
+        evals (`int`): calls that evaluated tokens (one or more `llama_decode` calls each,
+            one per `n_batch` tokens).
+        rows (`int`): logits rows llama.cpp computed (a row costs the output layer).
         fallbacks (`int`): partial cache removals that llama.cpp refused, each followed by
             a cleared cache and a full re-evaluation.
-
-    Raises:
-        ValueError: a model made without `logits_all=True`.
     """
 
     def __init__(self, llm, what: str = "model"):
-        logits_all = getattr(llm, "_logits_all", None)
-        if logits_all is None:  # a version without the attribute: the scores buffer tells
-            logits_all = llm.scores.shape[0] >= llm.n_ctx()
-        if not logits_all:
-            raise ValueError(
-                f"spec_verify.llama_cpp: the {what} Llama was made without logits_all=True. llama.cpp then "
-                f"computes only the last position's logits and leaves Llama.scores unfilled, so verifying "
-                f"k proposals (which needs the logits at k+1 positions) would read garbage. Make it with "
-                f"Llama(model_path, logits_all=True, ...)")
         self.llm = llm
         self.what = what
         self.ids: List[int] = []  # what the cache holds, as we left it
         self.fed = 0
         self.evals = 0
+        self.rows = 0
         self.fallbacks = 0
+        self._token_seconds: Optional[float] = None
 
     def reset(self) -> None:
         """Empties the cache (the next call evaluates its whole sequence)."""
@@ -119,11 +114,13 @@ class CachedLlama:
             first (`int`): the first position whose output is returned, `0 <= first < len(seq)`.
 
         Returns:
-            `torch.Tensor`: float32 `[len(seq) - first, V]`, a view of `Llama.scores` (valid
-            until this model's next evaluation).
+            `torch.Tensor`: float32 `[len(seq) - first, V]`, a view of llama.cpp's logits
+            buffer (valid until this model's next evaluation) where the rows came from one
+            `llama_decode` call, else a copy.
 
         Raises:
             ValueError: `first` out of range; `seq` longer than the context (`n_ctx`).
+            RuntimeError: llama.cpp's `llama_decode` failed (its code in the message).
         """
         llm, n = self.llm, len(seq)
         if not 0 <= first < n:
@@ -143,20 +140,71 @@ class CachedLlama:
             self.fallbacks += 1
             start = 0
         llm.n_tokens = start
-        llm.eval(seq[start:])
+        self.ids = ids[:start]
+        rows = self._decode(seq, start, first)
+        llm.input_ids[start:n] = seq[start:]  # Llama's own record, as Llama.eval keeps it
+        llm.n_tokens = n
         self.evals += 1
         self.fed += n - start
+        self.rows += n - first
         self.ids = list(seq)
-        return torch.from_numpy(llm.scores[first:n])
+        return rows
+
+    def _decode(self, seq: List[int], start: int, first: int) -> torch.Tensor:
+        """Evaluates seq[start:] in batches of n_batch tokens, with logits requested only at
+        positions >= first: the rows, float32 [len(seq) - first, V]."""
+        lib, llm = _lib(), self.llm
+        batch, size, vocab, n = llm._batch.batch, llm.n_batch, llm.n_vocab(), len(seq)
+        parts = []
+        for c0 in range(start, n, size):
+            c1 = min(n, c0 + size)
+            batch.n_tokens = c1 - c0
+            for i, p in enumerate(range(c0, c1)):
+                batch.token[i] = seq[p]
+                batch.pos[i] = p
+                batch.n_seq_id[i] = 1
+                batch.seq_id[i][0] = 0
+                batch.logits[i] = p >= first
+            code = lib.llama_decode(llm.ctx, batch)
+            if code != 0:
+                raise RuntimeError(f"spec_verify.llama_cpp: llama_decode returned {code} on the {self.what} "
+                                   f"(positions {c0}..{c1 - 1})")
+            m = c1 - max(c0, first)
+            if m > 0:
+                address = ctypes.cast(lib.llama_get_logits(llm.ctx), ctypes.c_void_p).value
+                view = torch.frombuffer((ctypes.c_float * (m * vocab)).from_address(address),
+                                        dtype=torch.float32).view(m, vocab)
+                parts.append(view if c1 == n else view.clone())  # the next decode overwrites it
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+    def token_seconds(self) -> float:
+        """Seconds of one one-token evaluation, measured once: the second of two evaluations
+        of token 0 appended at the end of the cache, then removed (the first touches the
+        weights). The estimate a schedule needs before this model has drafted."""
+        if self._token_seconds is None:
+            llm, times = self.llm, []
+            held = llm.n_tokens
+            if held >= llm.n_ctx() - 1:
+                return 0.0
+            for _ in range(2):
+                t0 = time.perf_counter()
+                self._decode([0] * (held + 1), held, held)
+                times.append(time.perf_counter() - t0)
+                if not self._remove_from(held):
+                    self._clear()
+                    self.fallbacks += 1
+                    llm.n_tokens, self.ids = 0, []
+                    held = 0
+            self._token_seconds = times[-1]
+        return self._token_seconds
 
 
 def logits_steps(draft, target) -> Tuple[Callable, Callable]:
     """The two logits callbacks of `SpeculativeDecoder.from_logits` for two llama.cpp models.
 
     Args:
-        draft (`llama_cpp.Llama`): the draft model, made with `logits_all=True`.
-        target (`llama_cpp.Llama`): the target model, made with `logits_all=True`, with the
-            draft's vocabulary; another `Llama` instance than the draft (load the file twice
+        draft (`llama_cpp.Llama`): the draft model.
+        target (`llama_cpp.Llama`): the target model, with the draft's vocabulary; another `Llama` instance than the draft (load the file twice
             to draft with the target itself).
 
     Returns:
@@ -165,7 +213,7 @@ def logits_steps(draft, target) -> Tuple[Callable, Callable]:
         (tokens fed, evaluations, fallbacks, `reset()`).
 
     Raises:
-        ValueError: a model without `logits_all=True`; the same instance twice; vocabularies
+        ValueError: the same instance twice; vocabularies
             of different sizes.
     """
     if draft is target:
@@ -182,6 +230,7 @@ def _draft_logits_step(d: CachedLlama) -> Callable:
     def draft_logits_step(seq: List[int]) -> torch.Tensor:
         return d.logits(seq, len(seq) - 1)[0]
     draft_logits_step.model = d
+    draft_logits_step.token_seconds = d.token_seconds  # for the schedule, before the draft has run
     return draft_logits_step
 
 
@@ -203,6 +252,7 @@ def speculative_decoder(
     min_p: float = 0.0,
     generator: Optional[torch.Generator] = None,
     method: str = "token",
+    schedule="adaptive",
 ) -> SpeculativeDecoder:
     """A `SpeculativeDecoder` over two llama.cpp models, each with its KV cache.
 
@@ -212,13 +262,17 @@ def speculative_decoder(
     the target's greedy decoding.
 
     Args:
-        draft (`llama_cpp.Llama`): the draft model, made with `logits_all=True`.
-        target (`llama_cpp.Llama`): the target model, made with `logits_all=True`, with the
-            draft's vocabulary.
-        k (`int`, *optional*, defaults to 4): draft tokens per round.
+        draft (`llama_cpp.Llama`): the draft model.
+        target (`llama_cpp.Llama`): the target model, with the draft's vocabulary.
+        k (`int`, *optional*, defaults to 4): the most draft tokens per round.
         temperature, top_k, top_p, min_p: the warping parameters (see `spec_verify.warp`).
         generator (`torch.Generator`, *optional*): the generator of every draw.
         method (`str`, *optional*, defaults to `"token"`): `"token"` or `"block"`.
+        schedule (`str` or `AdaptiveSchedule`, *optional*, defaults to `"adaptive"`): each
+            round's proposal length from measured costs (`spec_verify.schedule`): the draft
+            model runs only where drafting is estimated to pay, and not at all where even
+            drafts that are always accepted could not (its one-token cost is measured once,
+            before it has drafted). `"constant"`: k every round.
 
     Returns:
         `SpeculativeDecoder`: call `generate(prompt_ids, max_new, eos_token_id)` or `stream`.
@@ -231,7 +285,7 @@ def speculative_decoder(
     draft_logits_step, target_logits_step = logits_steps(draft, target)
     dec = SpeculativeDecoder.from_logits(draft_logits_step, target_logits_step, k, temperature=temperature,
                                          top_k=top_k, top_p=top_p, min_p=min_p, generator=generator,
-                                         method=method)
+                                         method=method, schedule=schedule)
     dec.draft_cache, dec.target_cache = draft_logits_step.model, target_logits_step.model
     return dec
 
@@ -248,28 +302,32 @@ def prompt_lookup_decoder(
     min_p: float = 0.0,
     generator: Optional[torch.Generator] = None,
     method: str = "token",
+    schedule="adaptive",
 ) -> SpeculativeDecoder:
     """A `SpeculativeDecoder` without a draft model: `PromptLookup` proposes 0..k tokens
     copied from earlier in the text, a llama.cpp target verifies them as one-hot drafts.
 
     Args:
-        target (`llama_cpp.Llama`): the target model, made with `logits_all=True`.
+        target (`llama_cpp.Llama`): the target model.
         k (`int`, *optional*, defaults to 8): at most this many proposed tokens per round.
         max_ngram, min_ngram: `PromptLookup`'s n-gram sizes.
         temperature, top_k, top_p, min_p, generator, method: as for `speculative_decoder`.
+        schedule (`str` or `AdaptiveSchedule`, *optional*, defaults to `"adaptive"`): as for
+            `speculative_decoder`; while proposing does not pay, the lookup's proposals are
+            only compared with the tokens that follow (no target cost).
 
     Returns:
         `SpeculativeDecoder`: with `target_cache` (a `CachedLlama`) and `drafter` (the
         `PromptLookup`).
 
     Raises:
-        ValueError: a model without `logits_all=True`; TypeError, ValueError: as
+        TypeError, ValueError: as
             `PromptLookup` and `SpeculativeDecoder.from_logits`.
     """
     target_logits_step = _target_logits_step(CachedLlama(target, "target"))
     lookup = PromptLookup(max_ngram=max_ngram, min_ngram=min_ngram)
     dec = SpeculativeDecoder.from_logits(None, target_logits_step, k, temperature=temperature, top_k=top_k,
                                          top_p=top_p, min_p=min_p, generator=generator, draft_step=lookup,
-                                         method=method)
+                                         method=method, schedule=schedule)
     dec.target_cache, dec.drafter = target_logits_step.model, lookup
     return dec
