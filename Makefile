@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAGE := scripts/stage.sh
 export LOCAL_KERNELS := phanerozoic/spec-verify=$(CURDIR)/build
 
-.PHONY: setup build demo test test-fast native insn-budget pytest emulated-env cross-build emulated abi variants-build variants hub bench clean \
+.PHONY: setup build demo demo-real bench-e2e test test-fast native insn-budget pytest emulated-env cross-build emulated abi variants-build variants hub bench clean \
 	llama-env llama bench-llama
 
 setup: $(VENV)/.requirements-installed
@@ -16,9 +16,23 @@ $(VENV)/.requirements-installed: requirements.txt
 build: setup
 	@$(STAGE) build $(PY) scripts/build.py
 
-# With llama-cpp-python installed (`make llama-env`), the demo adds a llama.cpp run.
+# The kernel's checks first (under a minute), then the main job: a real model from PyPI
+# (Gemma 3 270M, cached in ~/.cache/spec-verify/models) through llama.cpp built for this CPU
+# (`make llama-env`: once, 5-14 minutes on 2 cores), plain against speculative decoding.
 demo: build
-	@PYTHONPATH=$$(PY=$(PY) scripts/llama_env.sh site) $(STAGE) demo $(PY) examples/demo.py
+	@$(STAGE) demo $(PY) examples/demo.py
+	@$(MAKE) --no-print-directory demo-real
+
+demo-real: build llama-env
+	@PYTHONPATH=$$(PY=$(PY) scripts/llama_env.sh site) $(STAGE) demo-real $(PY) examples/demo_real.py
+
+# End to end on real models (benchmarks/e2e.py): prompt lookup on Gemma 3 and SmolLM2, and
+# the Qwen2.5-Coder pair; tables into benchmarks/results/.
+bench-e2e: build llama-env
+	@PYTHONPATH=$$(PY=$(PY) scripts/llama_env.sh site) $(STAGE) bench-e2e $(PY) benchmarks/e2e.py --fixed \
+	  --markdown benchmarks/results/e2e-lookup.md
+	@PYTHONPATH=$$(PY=$(PY) scripts/llama_env.sh site) $(STAGE) bench-pair $(PY) benchmarks/e2e.py --pair \
+	  --max-new 128 --repeats 1 --threads 1,2 --markdown benchmarks/results/e2e-pair.md
 
 pytest: build
 	@$(STAGE) pytest $(PY) -m pytest -q tests --ignore=tests/llama

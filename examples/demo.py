@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""`make demo`: load the kernel as users do, check 600 rounds against the analytic law,
-and time both ops beside the pure-PyTorch way of doing the same verification."""
+"""`make demo`, first part: load the kernel as users do, check 600 rounds against the
+analytic law, and time both ops beside the pure-PyTorch way of doing the same verification.
+The main job, a real model through llama.cpp, follows (examples/demo_real.py)."""
 from __future__ import annotations
 
 import math
@@ -98,17 +99,7 @@ def main() -> None:
     import demo_decoder  # examples/, beside this file: the decoder on a real model pair
     demo_decoder.run(sv)
 
-    # GGUF models through llama.cpp, when llama-cpp-python is installed (`make llama-env`
-    # builds it once, 5-14 minutes on 2 cores; `make demo` then finds it).
-    try:
-        import gguf  # noqa: F401
-        import llama_cpp  # noqa: F401
-    except ImportError:
-        print("\nllama.cpp: skipped, llama-cpp-python is not installed. `make llama-env` builds it from "
-              "source once (5-14 minutes on 2 cores); `make demo` then adds a llama.cpp run.")
-    else:
-        import demo_llama  # examples/, beside this file
-        demo_llama.run(sv)
+    print("\nnext: a real model through llama.cpp (examples/demo_real.py)")
 
 
 if __name__ == "__main__":
