@@ -49,6 +49,8 @@ def run_line(command: str, path: str, blocks: int | None = None, threads: str = 
              f"load average {load:.1f} at the end", datetime.date.today().isoformat()]
     if blocks is not None:
         parts.insert(2, f"{blocks} interleaved blocks")
+    if load >= (os.cpu_count() or 1):
+        parts.append("more runnable work than cores, so brackets are wide and a 2-thread column says little")
     return "Run: " + ", ".join(parts) + "."
 
 
