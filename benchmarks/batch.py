@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -38,6 +37,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 os.environ.setdefault("LOCAL_KERNELS", f"phanerozoic/spec-verify={ROOT / 'build'}")
 
 import compare  # noqa: E402  (Column, run_blocks, paired ratios)
+import results_markdown  # noqa: E402
 import torch_reference  # noqa: E402
 
 SHAPES = [(32000, 4), (128256, 5)]
@@ -57,14 +57,7 @@ TARGET_THREADS = 1.8         # batch@1 / batch@2 at B >= 8, at least
 TARGET_VS_REF = 30.0         # ref / batch@1 at B = 64 with top-p, at least
 
 
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+cpu_name = results_markdown.cpu_name
 
 
 def make_batch(sv, batch: int, vocab: int, k: int, kind: str, seed: int):
@@ -162,6 +155,9 @@ def main() -> int:
     ap.add_argument("--batches", default=",".join(map(str, BATCHES)), help="comma-separated B values")
     ap.add_argument("--kinds", default=",".join(KINDS), help="comma-separated kinds")
     ap.add_argument("--shapes", default="all", help="'all', or one V to run only that shape")
+    ap.add_argument("--markdown", nargs="?", type=Path, const=results_markdown.default_path(), default=None,
+                    metavar="PATH", help="also write the table into PATH (default: "
+                    "benchmarks/results/<cpu-slug>.md), replacing its batch section")
     args = ap.parse_args()
     batches = [int(b) for b in args.batches.split(",")]
     kinds = args.kinds.split(",")
@@ -210,10 +206,24 @@ def main() -> int:
     load_after = os.getloadavg()
     elapsed = time.perf_counter() - started
     print("\n".join(lines))
-    print("\nTargets of the batch issue (reported, not enforced):")
+    target_lines = []
     for where, what, ratio, bar, at_most in targets:
         v = compare.verdict(ratio, bar, at_most).replace("PASS", "meets").replace("FAIL", "misses")
-        print(f"{v:<6}  {where}: {what} {compare.fmt_iqr(ratio)} (target {'<=' if at_most else '>='} {bar:g})")
+        target_lines.append(f"{v:<6}  {where}: {what} {compare.fmt_iqr(ratio)} "
+                            f"(target {'<=' if at_most else '>='} {bar:g})")
+    print("\nTargets of the batch issue (reported, not enforced):")
+    print("\n".join(target_lines))
+    if args.markdown is not None:
+        options = [f"--{name} {getattr(args, name)}" for name, default in
+                   (("batches", ",".join(map(str, BATCHES))), ("kinds", ",".join(KINDS)), ("shapes", "all"))
+                   if getattr(args, name) != default]
+        command = " ".join(["batch.py", *options, *(["--quick"] if args.quick else [])])
+        run = results_markdown.run_line(command, sv.isa(), threads="1 and 2 threads")
+        where = results_markdown.write_section(
+            "batch", "Batches (`verify_batch`)",
+            [run, "", *lines, "", "Targets of the batch issue (reported, not enforced):", "",
+             *("- " + t for t in target_lines)], args.markdown)
+        print(f"wrote section batch of {where.relative_to(ROOT) if where.is_relative_to(ROOT) else where}")
     print(f"\nload average {load_before[0]:.2f} before, {load_after[0]:.2f} after; {elapsed:.0f} s")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({

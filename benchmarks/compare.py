@@ -6,9 +6,11 @@ For every case and every instruction-set path this CPU can run, one run times, i
   ref    the pure-PyTorch way to do the same round (benchmarks/torch_reference.py),
   floor  one torch.sum over a contiguous slice holding as many rows as the op must read.
 It prints a Markdown table of ratios, checks the performance bar (best path only), and
-writes benchmarks/results/compare.json. Single thread throughout.
+writes benchmarks/results/compare.json. Single thread throughout. With --markdown it also
+writes its tables into this machine's benchmarks/results/<cpu-slug>.md (results_markdown.py),
+replacing the sections it measured.
 
-    python benchmarks/compare.py [--quick] [--strict] [--out PATH]
+    python benchmarks/compare.py [--quick] [--strict] [--out PATH] [--markdown [PATH]]
 
 Absolute times on a shared machine are noise; the ratios are taken block by block (every
 block times every column once, in rotating order) so that load and frequency drift hit
@@ -37,6 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 os.environ.setdefault("LOCAL_KERNELS", f"phanerozoic/spec-verify={ROOT / 'build'}")
 
+import results_markdown  # noqa: E402
 import torch_reference  # noqa: E402
 
 SHAPES = [(32000, 4), (128256, 5)]
@@ -814,6 +817,9 @@ def main() -> int:
     ap.add_argument("--tree-only", action="store_true", help="only tree verification")
     ap.add_argument("--chain-only", action="store_true",
                     help="only the chain ops on probability rows (verify_greedy, accept) and the bar")
+    ap.add_argument("--markdown", nargs="?", type=Path, const=results_markdown.default_path(), default=None,
+                    metavar="PATH", help="also write the tables into PATH (default: "
+                    "benchmarks/results/<cpu-slug>.md), replacing the sections this run measured")
     args = ap.parse_args()
     blocks, chunk_ns, n_mix = (11, 0.5e6, 20) if args.quick else (81, 1.5e6, 40)
 
@@ -829,6 +835,18 @@ def main() -> int:
           f"1 thread, {blocks} interleaved blocks{' (quick)' if args.quick else ''}", file=sys.stderr)
 
     sv._force_isa(best)
+    section_flag = ""  # the --X-only flag of the section being written, for its "Run:" line
+
+    def markdown(key: str, title: str, body: list) -> None:
+        if args.markdown is None:
+            return
+        command = "compare.py" + (f" --{section_flag}" if section_flag else "") + (" --quick" if args.quick else "")
+        run = results_markdown.run_line(command, best, blocks)
+        body = [("- " + line if line.split(" ", 1)[0] in ("PASS", "FAIL", "meets", "misses") else line)
+                for line in body]
+        where = results_markdown.write_section(key, title, [run, "", *body], args.markdown)
+        print(f"wrote section {key} of {where.relative_to(ROOT) if where.is_relative_to(ROOT) else where}")
+
     # An --X-only run times its own section alone.
     only = [name for name in ("logits", "one_hot", "half", "tree", "chain") if getattr(args, f"{name}_only")]
     shapes_for = lambda name: SHAPES if not only or only == [name] else []  # noqa: E731
@@ -843,6 +861,8 @@ def main() -> int:
                  f"rejected at every level), {best} path:\n", *tree_lines,
                  "\nTargets of the tree issue (reported, not enforced):", *tree_targets]
     if args.tree_only:
+        section_flag = "tree-only"
+        markdown("compare.tree", "Trees", tree_text)
         print("\n".join(tree_text))
         return write_partial(args.out, sv, paths, best, blocks, tree_rows)
     halves = []
@@ -855,6 +875,8 @@ def main() -> int:
     half_text = [f"\nHalf-type rows against float32 rows (the same values), {best} path:\n", *half_lines,
                  "\nTargets of the half-types issue (reported, not enforced):", *half_targets]
     if args.half_only:
+        section_flag = "half-only"
+        markdown("compare.half", "Half rows", half_text)
         print("\n".join(half_text))
         return write_partial(args.out, sv, paths, best, blocks, half_rows)
     one_hot, block = [], []
@@ -869,6 +891,8 @@ def main() -> int:
                f"\nBlock verification against token-wise accept on the same rounds, {best} path:\n", *block_lines,
                "\nTargets of the one-hot issue (reported, not enforced):", *oh_targets]
     if args.one_hot_only:
+        section_flag = "one-hot-only"
+        markdown("compare.one_hot", "One-hot drafts and block verification", oh_text)
         print("\n".join(oh_text))
         return write_partial(args.out, sv, paths, best, blocks, oh_rows)
 
@@ -880,7 +904,13 @@ def main() -> int:
             pipe.append(case)
     sv._force_isa("")
     pipe_lines, pipe_targets, pipe_rows = pipeline_report(pipe, best)
+    pipe_text = [f"Logits in: a sampled round (K sample calls + accept_logits; every draft accepted, so "
+                 f"2K+1 rows read) and sample on one row, against transformers' warpers + softmax + "
+                 f"multinomial (+ accept on the warped rows), {best} path:\n", *pipe_lines,
+                 "\nTargets of the logits issue (reported, not enforced):", *pipe_targets]
     if args.logits_only:
+        section_flag = "logits-only"
+        markdown("compare.logits", "Logits in: sampled rounds", pipe_text)
         print("\n".join(pipe_lines))
         print(f"\nTargets of the logits issue ({best} path; reported, not enforced):")
         print("\n".join(pipe_targets))
@@ -954,6 +984,21 @@ def main() -> int:
                          f"(bar {'<=' if at_most else '>='} {bar:g})")
 
     elapsed = time.perf_counter() - started
+    section_flag = "chain-only" if args.chain_only else ""
+    markdown("compare.chain", "verify_greedy and accept on probability rows",
+             [f"Every path this CPU runs, beside one `torch.sum` over the rows the op must read (floor) and "
+              f"the pure-PyTorch way (reference):\n", *lines,
+              f"\nPerformance bar ({best} path):", *bar_lines, f"\n{len(bars) - failed} of {len(bars)} bar lines pass."])
+    markdown("compare.fixed_cost", f"Fixed per-call cost (V = {SMALL_V}, K = {SMALL_K})",
+             [*small_lines, "\nWhere a call goes (default path, median us per call):\n",
+              "| piece | us |", "| --- | --- |",
+              *(f"| {name} | {s_['median_us']:.2f} |" for name, s_ in breakdown.items())])
+    if not args.chain_only:
+        section_flag = ""
+        markdown("compare.logits", "Logits in: sampled rounds", pipe_text)
+        markdown("compare.one_hot", "One-hot drafts and block verification", oh_text)
+        markdown("compare.half", "Half rows", half_text)
+        markdown("compare.tree", "Trees", tree_text)
     print("\n".join(lines))
     print(f"\nFixed per-call cost, V = {SMALL_V}, K = {SMALL_K} (all drafts match / all accepted):\n")
     print("\n".join(small_lines))

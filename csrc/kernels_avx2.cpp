@@ -577,15 +577,28 @@ SPEC_VERIFY_AVX2 int64_t f32_gather_at_least__avx2(const float* w, int64_t n, fl
 }  // namespace
 
 const KernelTable* avx2_kernels() {
-  static const KernelTable table{"avx2", f32_row_argmax__avx2, f32_row_mass__avx2,
-                                 f32_row_mass_pair__avx2, f32_residual_mass__avx2,
-                                 f32_row_weights__avx2, f32_keep_at_least__avx2,
-                                 f32_gather_at_least__avx2, f32_residual_store__avx2, f32_row_sum_f32__avx2,
-                                 f16_widen__avx2, bf16_widen__avx2, f32_row_block_sums__avx2,
-                                 f32_residual_block_sums__avx2, /*row_mass_pair_guess=*/nullptr,
-                                 f32_row_weight_sums__avx2, f32_pair_block_sums__avx2,
-                                 f32_row_upper_weight_sums__avx2, f32_row_upper_weight_sums_above__avx2,
-                                 f32_row_argmax_upper_weight_sums__avx2};
+  static const KernelTable table{
+      .name = "avx2",
+      .row_argmax = f32_row_argmax__avx2,
+      .row_mass = f32_row_mass__avx2,
+      .row_mass_pair = f32_row_mass_pair__avx2,
+      .residual_mass = f32_residual_mass__avx2,
+      .row_weights = f32_row_weights__avx2,
+      .keep_at_least = f32_keep_at_least__avx2,
+      .gather_at_least = f32_gather_at_least__avx2,
+      .residual_store = f32_residual_store__avx2,
+      .row_sum_f32 = f32_row_sum_f32__avx2,
+      .widen_f16 = f16_widen__avx2,
+      .widen_bf16 = bf16_widen__avx2,
+      .row_block_sums = f32_row_block_sums__avx2,
+      .residual_block_sums = f32_residual_block_sums__avx2,
+      .row_mass_pair_guess = nullptr,
+      .row_weight_sums = f32_row_weight_sums__avx2,
+      .pair_block_sums = f32_pair_block_sums__avx2,
+      .row_upper_weight_sums = f32_row_upper_weight_sums__avx2,
+      .row_upper_weight_sums_above = f32_row_upper_weight_sums_above__avx2,
+      .row_argmax_upper_weight_sums = f32_row_argmax_upper_weight_sums__avx2,
+  };
   // Every CPU with AVX2 has F16C and FMA too; all three are checked all the same.
   static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
                                 __builtin_cpu_supports("fma");

@@ -621,15 +621,28 @@ SPEC_VERIFY_AVX512 int64_t f32_gather_at_least__avx512(const float* w, int64_t n
 }  // namespace
 
 const KernelTable* avx512_kernels() {
-  static const KernelTable table{"avx512", f32_row_argmax__avx512, f32_row_mass__avx512,
-                                 f32_row_mass_pair__avx512, f32_residual_mass__avx512,
-                                 f32_row_weights__avx512, f32_keep_at_least__avx512,
-                                 f32_gather_at_least__avx512, f32_residual_store__avx512, f32_row_sum_f32__avx512,
-                                 f16_widen__avx512, bf16_widen__avx512, f32_row_block_sums__avx512,
-                                 f32_residual_block_sums__avx512, f32_row_mass_pair_guess__avx512,
-                                 f32_row_weight_sums__avx512, f32_pair_block_sums__avx512,
-                                 f32_row_upper_weight_sums__avx512, f32_row_upper_weight_sums_above__avx512,
-                                 f32_row_argmax_upper_weight_sums__avx512};
+  static const KernelTable table{
+      .name = "avx512",
+      .row_argmax = f32_row_argmax__avx512,
+      .row_mass = f32_row_mass__avx512,
+      .row_mass_pair = f32_row_mass_pair__avx512,
+      .residual_mass = f32_residual_mass__avx512,
+      .row_weights = f32_row_weights__avx512,
+      .keep_at_least = f32_keep_at_least__avx512,
+      .gather_at_least = f32_gather_at_least__avx512,
+      .residual_store = f32_residual_store__avx512,
+      .row_sum_f32 = f32_row_sum_f32__avx512,
+      .widen_f16 = f16_widen__avx512,
+      .widen_bf16 = bf16_widen__avx512,
+      .row_block_sums = f32_row_block_sums__avx512,
+      .residual_block_sums = f32_residual_block_sums__avx512,
+      .row_mass_pair_guess = f32_row_mass_pair_guess__avx512,
+      .row_weight_sums = f32_row_weight_sums__avx512,
+      .pair_block_sums = f32_pair_block_sums__avx512,
+      .row_upper_weight_sums = f32_row_upper_weight_sums__avx512,
+      .row_upper_weight_sums_above = f32_row_upper_weight_sums_above__avx512,
+      .row_argmax_upper_weight_sums = f32_row_argmax_upper_weight_sums__avx512,
+  };
   static const bool supported = __builtin_cpu_supports("avx512f");
   return supported ? &table : nullptr;
 }

@@ -467,15 +467,28 @@ int64_t f32_gather_at_least__neon(const float* w, int64_t n, float t, int64_t* i
 const KernelTable* neon_kernels() {
   // No row_mass_pair: with eight 2-wide accumulators per row the NEON mass loop is not
   // latency bound, so reading a pair of rows side by side would gain nothing.
-  static const KernelTable table{"neon", f32_row_argmax__neon, f32_row_mass__neon,
-                                 /*row_mass_pair=*/nullptr, f32_residual_mass__neon,
-                                 f32_row_weights__neon, f32_keep_at_least__neon,
-                                 f32_gather_at_least__neon, f32_residual_store__neon, f32_row_sum_f32__neon,
-                                 f16_widen__neon, bf16_widen__neon, f32_row_block_sums__neon,
-                                 f32_residual_block_sums__neon, /*row_mass_pair_guess=*/nullptr,
-                                 f32_row_weight_sums__neon, f32_pair_block_sums__neon,
-                                 f32_row_upper_weight_sums__neon, f32_row_upper_weight_sums_above__neon,
-                                 f32_row_argmax_upper_weight_sums__neon};
+  static const KernelTable table{
+      .name = "neon",
+      .row_argmax = f32_row_argmax__neon,
+      .row_mass = f32_row_mass__neon,
+      .row_mass_pair = nullptr,
+      .residual_mass = f32_residual_mass__neon,
+      .row_weights = f32_row_weights__neon,
+      .keep_at_least = f32_keep_at_least__neon,
+      .gather_at_least = f32_gather_at_least__neon,
+      .residual_store = f32_residual_store__neon,
+      .row_sum_f32 = f32_row_sum_f32__neon,
+      .widen_f16 = f16_widen__neon,
+      .widen_bf16 = bf16_widen__neon,
+      .row_block_sums = f32_row_block_sums__neon,
+      .residual_block_sums = f32_residual_block_sums__neon,
+      .row_mass_pair_guess = nullptr,
+      .row_weight_sums = f32_row_weight_sums__neon,
+      .pair_block_sums = f32_pair_block_sums__neon,
+      .row_upper_weight_sums = f32_row_upper_weight_sums__neon,
+      .row_upper_weight_sums_above = f32_row_upper_weight_sums_above__neon,
+      .row_argmax_upper_weight_sums = f32_row_argmax_upper_weight_sums__neon,
+  };
   return &table;
 }
 

@@ -179,15 +179,28 @@ bool f32_pair_block_sums__scalar(const float* p, const float* q, int64_t n, doub
 }  // namespace
 
 const KernelTable& scalar_kernels() {
-  static const KernelTable table{"scalar", f32_row_argmax__scalar, f32_row_mass__scalar,
-                                 /*row_mass_pair=*/nullptr, f32_residual_mass__scalar,
-                                 f32_row_weights__scalar, f32_keep_at_least__scalar,
-                                 f32_gather_at_least__scalar, f32_residual_store__scalar, f32_row_sum_f32__scalar,
-                                 f16_widen__scalar, bf16_widen__scalar, f32_row_block_sums__scalar,
-                                 f32_residual_block_sums__scalar, /*row_mass_pair_guess=*/nullptr,
-                                 f32_row_weight_sums__scalar, f32_pair_block_sums__scalar,
-                                 f32_row_upper_weight_sums__scalar, f32_row_upper_weight_sums_above__scalar,
-                                 f32_row_argmax_upper_weight_sums__scalar};
+  static const KernelTable table{
+      .name = "scalar",
+      .row_argmax = f32_row_argmax__scalar,
+      .row_mass = f32_row_mass__scalar,
+      .row_mass_pair = nullptr,
+      .residual_mass = f32_residual_mass__scalar,
+      .row_weights = f32_row_weights__scalar,
+      .keep_at_least = f32_keep_at_least__scalar,
+      .gather_at_least = f32_gather_at_least__scalar,
+      .residual_store = f32_residual_store__scalar,
+      .row_sum_f32 = f32_row_sum_f32__scalar,
+      .widen_f16 = f16_widen__scalar,
+      .widen_bf16 = bf16_widen__scalar,
+      .row_block_sums = f32_row_block_sums__scalar,
+      .residual_block_sums = f32_residual_block_sums__scalar,
+      .row_mass_pair_guess = nullptr,
+      .row_weight_sums = f32_row_weight_sums__scalar,
+      .pair_block_sums = f32_pair_block_sums__scalar,
+      .row_upper_weight_sums = f32_row_upper_weight_sums__scalar,
+      .row_upper_weight_sums_above = f32_row_upper_weight_sums_above__scalar,
+      .row_argmax_upper_weight_sums = f32_row_argmax_upper_weight_sums__scalar,
+  };
   return table;
 }
 

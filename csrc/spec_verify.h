@@ -240,7 +240,9 @@ struct WarpParams {
   double min_p = 0.0;
 };
 
-// One instruction set's kernels. Each is a pure function of its arguments.
+// One instruction set's kernels. Each is a pure function of its arguments. Each path fills
+// its table with designated initialisers in field order (kernels_<isa>.cpp); which path
+// leaves which optional field null: DESIGN.md, "The kernel table".
 struct KernelTable {
   const char* name;
   // Index of the largest value, ties to the lowest index (+0.0 and -0.0 are equal).

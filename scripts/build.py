@@ -7,7 +7,11 @@
         _spec_verify_cpu_<id>.abi3.so
         metadata.json
 
-kernel-builder (Nix) cannot run here; this script is its stand-in. <id> is 7 hex digits of
+kernel-builder (Nix) cannot run here; this script is its stand-in. Like kernel-builder it
+compiles exactly the files build.toml's `src` lists name (scripts/build_sources.py), copied
+into build/.src/<variant>/ first, so a header the lists leave out is missing here as it is
+there and the build fails the same way (the compiler's messages name the copies under
+build/.src/). <id> is 7 hex digits of
 the git tree of HEAD, plus "_dirty" when tracked files have uncommitted changes. Objects are
 cached by a hash of their inputs, so a rebuild recompiles only what changed. Every variant
 targets manylinux_2_28 (glibc 2.28) although this machine's glibc and GCC are newer: see
@@ -36,6 +40,8 @@ import sysconfig
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+import build_sources
 
 ROOT = Path(__file__).resolve().parent.parent
 NAME = "spec-verify"
@@ -184,20 +190,36 @@ def main() -> int:
         d.mkdir(parents=True, exist_ok=True)
     write_if_changed(gen_dir / "registration.h", registration_header())
 
-    csrc = ROOT / "csrc"
-    headers = b"".join(p.read_bytes() for p in sorted(csrc.glob("*.h")))
-    headers += (ROOT / "torch-ext" / "torch_binding.h").read_bytes() + registration_header().encode()
+    # build.toml's sources, and only those, staged as kernel-builder stages them.
+    config = build_sources.load()
+    listed = build_sources.kernel_sources(config) + build_sources.torch_sources(config)
+    missing = [f for f in listed if not (ROOT / f).is_file()]
+    if missing:
+        raise BuildError(f"build.toml lists files that do not exist: {', '.join(missing)}")
+    src_dir = args.out / ".src" / variant
+    for f in listed:
+        (src_dir / f).parent.mkdir(parents=True, exist_ok=True)
+        data = (ROOT / f).read_bytes()
+        if not (src_dir / f).exists() or (src_dir / f).read_bytes() != data:
+            (src_dir / f).write_bytes(data)
+    for p in src_dir.rglob("*"):
+        if p.is_file() and p.relative_to(src_dir).as_posix() not in listed:
+            p.unlink()
+    includes = [f"-I{src_dir / d}" for k in config["kernel"].values() for d in k.get("include", [])]
+    headers = b"".join((src_dir / f).read_bytes() for f in sorted(listed) if not f.endswith(".cpp"))
+    headers += registration_header().encode()
     headers += b"".join(p.read_bytes() for p in sorted(MANYLINUX.rglob("*.h")))
     torch_inc = [f"-I{torch_dir / 'include'}", f"-I{torch_dir / 'include/torch/csrc/api/include'}"]
     py_inc = f"-I{args.python_include}"
 
     jobs = []  # (source, flags)
     arch_flags = ARCH_FLAGS[args.arch]
-    for source in sorted(csrc.glob("*.cpp")):  # every kernel file, as build.toml lists them
-        jobs.append((source, KERNEL_FLAGS + arch_flags + COMPAT_FLAGS + [f"-I{csrc}"]))
-    jobs.append((ROOT / "torch-ext" / "torch_binding.cpp",
-                 BINDING_FLAGS + arch_flags + COMPAT_FLAGS
-                 + [f"-DTORCH_EXTENSION_NAME={ext}", f"-I{csrc}", f"-I{gen_dir}", py_inc] + torch_inc))
+    for source in build_sources.kernel_cpp(config):
+        jobs.append((src_dir / source, KERNEL_FLAGS + arch_flags + COMPAT_FLAGS + includes))
+    for source in build_sources.torch_sources(config):
+        if source.endswith(".cpp"):
+            jobs.append((src_dir / source, BINDING_FLAGS + arch_flags + COMPAT_FLAGS
+                         + [f"-DTORCH_EXTENSION_NAME={ext}", *includes, f"-I{gen_dir}", py_inc] + torch_inc))
     jobs.append((COMPAT_SOURCE, COMPAT_CXX_FLAGS + arch_flags + COMPAT_FLAGS))
 
     def compile_one(job):

@@ -34,7 +34,7 @@ REPO_ID = "phanerozoic/spec-verify"
 RELEASE = [f"torch{t}-cxx11-cpu-{a}-linux" for t in ("212", "213") for a in ("x86_64", "aarch64")]
 VARIANT = re.compile(r"^torch\d+-cxx11-cpu-(x86_64|aarch64)-linux$")
 FILES = ["README.md", "LICENSE", "build.toml", "flake.nix", "DESIGN.md", "benchmarks/README.md"]
-TREES = ["media", "csrc", "torch-ext"]
+TREES = ["media", "csrc", "torch-ext", "benchmarks/results"]
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "_ops.py", "registration.h")
 
 

@@ -74,6 +74,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import build_sources
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "build" / "native"
 V, REPS = 32000, 4
@@ -101,7 +103,7 @@ def build() -> Path:
     OUT.mkdir(parents=True, exist_ok=True)
     objs = []
     flags = ["-std=c++20", "-O3", "-ffp-contract=off", "-march=armv8-a", f"-I{ROOT / 'csrc'}"]
-    for src in sorted((ROOT / "csrc").glob("*.cpp")):
+    for src in (ROOT / f for f in build_sources.kernel_cpp()):  # as build.toml lists them
         obj = OUT / f"aarch64_{src.stem}.o"
         subprocess.run([CXX, *flags, "-c", str(src), "-o", str(obj)], check=True)
         objs.append(obj)

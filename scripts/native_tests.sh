@@ -11,7 +11,10 @@ cd "$(dirname "$0")/.."
 out=build/native
 mkdir -p "$out"
 flags=(-std=c++20 -O3 -ffp-contract=off -Wall -Wextra -Icsrc)
-sources=(tests/native/test_kernels.cpp csrc/*.cpp)
+# The kernel's .cpp files as build.toml lists them (what the Hub build compiles).
+mapfile -t kernel_sources < <(python3 scripts/build_sources.py kernel-cpp)
+[[ ${#kernel_sources[@]} -gt 0 ]] || { echo "native_tests.sh: no sources from build.toml" >&2; exit 1; }
+sources=(tests/native/test_kernels.cpp "${kernel_sources[@]}")
 
 # The other architecture's build goes first, in the background, beside this machine's build
 # and run (two cores: the stage takes the longer of the two, not their sum).

@@ -32,7 +32,7 @@ def compile_fullgraph(fn):
     """torch.compile(fn, fullgraph=True, backend="eager") as a user of this torch must ask for
     it over ops whose int outputs depend on the data (every round op returns SymInts): torch
     2.10 and later allow those under fullgraph by themselves; torch 2.9 (the Raspberry Pi 4's:
-    README, "On each host") needs torch._dynamo.config.capture_dynamic_output_shape_ops, set
+    README, "Quick start") needs torch._dynamo.config.capture_dynamic_output_shape_ops, set
     here around each call (compilation happens at the first)."""
     import torch
 
