@@ -29,7 +29,7 @@ demo-real: build llama-env
 # End to end on real models (benchmarks/e2e.py): prompt lookup on Gemma 3 and SmolLM2, and
 # the Qwen2.5-Coder pair; tables into benchmarks/results/.
 bench-e2e: build llama-env
-	@PYTHONPATH=$$(PY=$(PY) scripts/llama_env.sh site) $(STAGE) bench-e2e $(PY) benchmarks/e2e.py --fixed \
+	@PYTHONPATH=$$(PY=$(PY) scripts/llama_env.sh site) $(STAGE) bench-e2e $(PY) benchmarks/e2e.py --fixed 8 \
 	  --markdown benchmarks/results/e2e-lookup.md
 	@PYTHONPATH=$$(PY=$(PY) scripts/llama_env.sh site) $(STAGE) bench-pair $(PY) benchmarks/e2e.py --pair \
 	  --max-new 128 --repeats 1 --threads 1,2 --markdown benchmarks/results/e2e-pair.md

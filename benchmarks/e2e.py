@@ -96,7 +96,8 @@ def sv_generate(dec, prompt, max_new: int) -> dict:
         out.extend(chunk)
     s = dec.stats
     return dict(seconds=time.perf_counter() - t0, first=first, tokens=out, per_call=s.tokens_per_target_call,
-                k=statistics.fmean(s.k_chosen) if s.k_chosen else 0.0, reasons=dict(s.schedule_reasons))
+                k=sum(k * c for k, c in enumerate(s.chosen_length_counts)) / max(s.rounds, 1),
+                reasons=dict(s.schedule_reasons))
 
 
 def parted_at(a, b):
@@ -104,14 +105,16 @@ def parted_at(a, b):
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None if len(a) == len(b) else min(len(a), len(b)))
 
 
-def bench_lookup(sv, name: str, threads: int, tasks, modes, max_new: int, repeats: int, k: int, fixed: bool):
-    """Prompt lookup on one model: plain, spec-verify (adaptive, and fixed k if asked), llama.cpp's lookup."""
+def bench_lookup(sv, name: str, threads: int, tasks, modes, max_new: int, repeats: int, k: int, fixed: int,
+                 peer_k: int):
+    """Prompt lookup on one model: plain, spec-verify (its default schedule, and a constant k
+    if asked), llama.cpp's lookup."""
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
     path = real_models.ensure(name)
     plain = load(path, threads)
     # logits_all=True: its draft_model needs it (0.3.36 sizes Llama.scores from the argument).
-    peer = load(path, threads, logits_all=True, draft_model=LlamaPromptLookupDecoding(num_pred_tokens=k))
+    peer = load(path, threads, logits_all=True, draft_model=LlamaPromptLookupDecoding(num_pred_tokens=peer_k))
     rows = []
     for task in tasks:
         prompt = prompt_ids(plain, task, CHAT[name])
@@ -122,8 +125,9 @@ def bench_lookup(sv, name: str, threads: int, tasks, modes, max_new: int, repeat
             dec = sv.llama_cpp.prompt_lookup_decoder(plain, k=k, generator=gen, **params)
             methods["spec-verify"] = lambda dec=dec: sv_generate(dec, prompt, max_new)
             if fixed:
-                const = sv.llama_cpp.prompt_lookup_decoder(plain, k=k, generator=gen, schedule="constant", **params)
-                methods[f"spec-verify k={k}"] = lambda const=const: sv_generate(const, prompt, max_new)
+                const = sv.llama_cpp.prompt_lookup_decoder(plain, k=fixed, generator=gen, schedule="constant",
+                                                           **params)
+                methods[f"spec-verify k={fixed}"] = lambda const=const: sv_generate(const, prompt, max_new)
             methods["llama.cpp lookup"] = lambda: llama_generate(peer, prompt, max_new, mode)
             rows += run_cell(dict(model=name, task=task, mode=mode, threads=threads, prompt=len(prompt)),
                              methods, repeats, mode)
@@ -145,8 +149,7 @@ def bench_pair(sv, threads: int, tasks, modes, max_new: int, repeats: int):
                 dec = sv.llama_cpp.speculative_decoder(draft, target, generator=torch.Generator().manual_seed(0),
                                                        **params, **kw)
                 methods[label] = lambda dec=dec: sv_generate(dec, prompt, max_new)
-            look = sv.llama_cpp.prompt_lookup_decoder(target, k=8, generator=torch.Generator().manual_seed(0),
-                                                      **params)
+            look = sv.llama_cpp.prompt_lookup_decoder(target, generator=torch.Generator().manual_seed(0), **params)
             methods["lookup (default)"] = lambda: sv_generate(look, prompt, max_new)
             rows += run_cell(dict(model="qwen-coder-1.5b", task=task, mode=mode, threads=threads,
                                   prompt=len(prompt)), methods, repeats, mode)
@@ -198,8 +201,9 @@ def main() -> None:
     ap.add_argument("--threads", default="1")
     ap.add_argument("--max-new", type=int, default=192)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--k", type=int, default=8)
-    ap.add_argument("--fixed", action="store_true", help="also spec-verify at a constant k")
+    ap.add_argument("--k", type=int, default=16, help="spec-verify's most proposed tokens (its default)")
+    ap.add_argument("--peer-k", type=int, default=10, help="LlamaPromptLookupDecoding's num_pred_tokens (its default)")
+    ap.add_argument("--fixed", type=int, default=0, help="also spec-verify at this constant k")
     ap.add_argument("--pair", action="store_true", help="the Qwen2.5-Coder pair instead of prompt lookup")
     ap.add_argument("--markdown", help="write the table to this file")
     args = ap.parse_args()
@@ -215,9 +219,12 @@ def main() -> None:
             rows += bench_pair(sv, threads, tasks, modes, args.max_new, args.repeats)
         else:
             for name in args.models.split(","):
-                rows += bench_lookup(sv, name, threads, tasks, modes, args.max_new, args.repeats, args.k, args.fixed)
+                rows += bench_lookup(sv, name, threads, tasks, modes, args.max_new, args.repeats, args.k, args.fixed,
+                                     args.peer_k)
     title = (f"{'Draft model pair' if args.pair else 'Prompt lookup'} on {cpu_name()} ({os.cpu_count()} cores), "
-             f"{args.max_new} new tokens, k <= {args.k if not args.pair else 4}, {args.repeats} interleaved repeats, "
+             f"{args.max_new} new tokens, " + (f"spec-verify k <= 4 (the pair), lookup k <= 16" if args.pair else
+                                               f"spec-verify k <= {args.k}, llama.cpp's lookup {args.peer_k}")
+             + f", {args.repeats} interleaved repeats, "
              f"spec-verify on the `{sv.isa()}` path")
     text = markdown(rows, title)
     print(text)

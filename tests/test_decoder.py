@@ -294,11 +294,12 @@ def test_statistics_memory_is_linear_in_k(sv, k):
                                 k=k, verifier=random_verifier([], seed=0), schedule="constant")
     for s in (dec.stats, sv.DecodeStats(k)):
         lists = [v for v in vars(s).values() if isinstance(v, (list, tuple, dict, set))]
-        assert sum(len(v) for v in lists) <= 3 * (k + 1)
+        assert sum(len(v) for v in lists) <= 4 * (k + 1)
         assert all(type(x) is int for v in lists for x in v)  # flat lists of counts, no tables
     dec.generate([1], max_new=3 * k + 5)
     s = dec.stats
-    assert sum(len(v) for v in vars(s).values() if isinstance(v, list)) <= 3 * (k + 1)
+    assert sum(len(v) for v in vars(s).values() if isinstance(v, list)) <= 4 * (k + 1)
+    assert s.schedule_reasons == {"constant": s.rounds}  # one count per reason
     assert len(s.decided_by_position) == len(s.accepted_by_position) == k
     assert f"at K = {k}" in s.summary()
 
@@ -708,7 +709,7 @@ def test_method_argument(sv):
     assert sv.SpeculativeDecoder(d, t, schedule="constant").method == "token"
     assert sv.SpeculativeDecoder(d, t, greedy=False, schedule="constant").verifier is sv.accept
     dec = sv.SpeculativeDecoder(d, t, method="block", schedule="constant")
-    assert dec.method == "block" and repr(dec) == "SpeculativeDecoder(k=4, greedy=True, method='block')"
+    assert dec.method == "block" and repr(dec) == "SpeculativeDecoder(k=4, greedy=True, method='block', schedule='constant')"
     # Greedy verification has one rule: "block" gives plain greedy decoding too.
     assert dec.generate([3], max_new=30) == target.greedy_decode([3], 30)
     cases = [

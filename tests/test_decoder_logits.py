@@ -111,7 +111,7 @@ def biased(sv):
 @pytest.mark.slow
 @pytest.mark.parametrize("vocab,k,seed,params", CASES)
 def test_sequences_follow_the_warped_target_law(sv, vocab, k, seed, params):
-    counts, law, rate = law_and_counts(sv, vocab, k, seed, params, from_logits(sv, schedule="constant"))
+    counts, law, rate = law_and_counts(sv, vocab, k, seed, params, from_logits(sv))
     g, df, p = g_test(counts, law)
     assert 0.3 < rate < 0.95, f"draft acceptance rate {rate:.2f}: the case no longer exercises both outcomes"
     assert p > P_MIN, f"G = {g:.1f}, df = {df}, p = {p:.3g}"
@@ -154,7 +154,7 @@ def test_draws_and_calls(sv):
     g = torch.Generator().manual_seed(5)
     dec = sv.SpeculativeDecoder.from_logits(draft_logits_step, target_logits(target), 3, temperature=0.8,
                                             top_p=0.9, generator=g, schedule="constant")
-    assert repr(dec) == "SpeculativeDecoder.from_logits(k=3, temperature=0.8, top_k=0, top_p=0.9, min_p=0.0)"
+    assert repr(dec) == "SpeculativeDecoder.from_logits(k=3, temperature=0.8, top_k=0, top_p=0.9, min_p=0.0, schedule='constant')"
     out = dec.generate([1, 2], max_new=4)
     # max_new = 4 and k = 3: one round of 3 drafts decides 1 to 4 tokens; a second round, if
     # any, proposes fewer.
@@ -180,7 +180,7 @@ def test_callback_form_unchanged(sv):
     """The constructor keeps working as before (probabilities, default verifiers)."""
     target, draft = pair(5, 51)
     dec = sv.SpeculativeDecoder(draft.greedy_draft, target.target_rows, k=3, schedule="constant")
-    assert dec.warping is None and repr(dec) == "SpeculativeDecoder(k=3, greedy=True)"
+    assert dec.warping is None and repr(dec) == "SpeculativeDecoder(k=3, greedy=True, schedule='constant')"
     assert dec.generate([1], max_new=10) == target.greedy_decode([1], 10)
 
 

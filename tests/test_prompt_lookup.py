@@ -224,7 +224,7 @@ def test_from_logits_greedy_with_prompt_lookup(sv):
     target = repetitive_target()
     dec = sv.SpeculativeDecoder.from_logits(None, lambda p, t: target.target_rows(p, t, logits=True), 4,
                                             temperature=0, draft_step=sv.PromptLookup(), schedule="constant")
-    assert repr(dec) == "SpeculativeDecoder.from_logits(k=4, temperature=0.0, top_k=0, top_p=1.0, min_p=0.0)"
+    assert repr(dec) == "SpeculativeDecoder.from_logits(k=4, temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, schedule='constant')"
     for prompt in ([3], [1, 2, 3, 1, 2]):
         assert dec.generate(prompt, max_new=50) == target.greedy_decode(prompt, 50)
     assert dec.stats.accepted > 0

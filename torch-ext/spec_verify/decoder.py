@@ -134,8 +134,8 @@ class DecodeStats(_RateStats):
         draft_ns, target_ns, verify_ns (`int`): nanoseconds in draft_step, in target_step,
             and in checking their output plus the verifier.
         stop_reason (`str`): `"max_new"`, `"stop_token"`, or `""` while running.
-        k_chosen (`List[int]`): the proposal length the schedule chose, round by round (the
-            drafter may then propose fewer; `proposed_length_counts` counts what it did).
+        chosen_length_counts (`List[int]`): rounds by the proposal length the schedule chose,
+            k = 0..k (the drafter may then propose fewer: `proposed_length_counts`).
         schedule_reasons (`Dict[str, int]`): rounds by the reason for their k
             (`spec_verify.schedule.REASONS`: "prefill", "measure", "pays", "no gain",
             "probe", "never pays", "max_new", "constant").
@@ -153,12 +153,13 @@ class DecodeStats(_RateStats):
     target_ns: int = 0
     verify_ns: int = 0
     stop_reason: str = ""
-    k_chosen: List[int] = field(default_factory=list)
+    chosen_length_counts: List[int] = field(default_factory=list)
     schedule_reasons: Dict[str, int] = field(default_factory=dict)
     costs: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        for name in ("proposed_length_counts", "accepted_length_counts", "full_acceptance_counts"):
+        for name in ("proposed_length_counts", "accepted_length_counts", "full_acceptance_counts",
+                     "chosen_length_counts"):
             if not getattr(self, name):
                 setattr(self, name, [0] * (self.k + 1))
 
@@ -824,7 +825,7 @@ class SpeculativeDecoder:
         schedule = self.schedule
         now = _now if schedule is None or schedule.clock is None else schedule.clock
         prompt_len = len(seq)
-        reasons = stats.schedule_reasons
+        reasons, chosen_counts = stats.schedule_reasons, stats.chosen_length_counts
         while remaining > 0:
             # Never propose past max_new: the round's emitted token is always the last one.
             cap = self.k if self.k < remaining else remaining - 1
@@ -832,7 +833,7 @@ class SpeculativeDecoder:
                 k, reason, shadow = cap, "constant", False
             else:
                 k, reason, shadow = schedule.choose(cap)
-            stats.k_chosen.append(k)
+            chosen_counts[k] += 1
             reasons[reason] = reasons.get(reason, 0) + 1
             t0 = now()
             if k or shadow:

@@ -241,7 +241,9 @@ class AdaptiveSchedule:
             self._c1 = seconds if self._c1 is None else 0.7 * self._c1 + 0.3 * seconds
             if self._prompt is not None:  # the prompt's cost per token, once c(1) is known
                 t, n = self._prompt
-                self._prefill_token = t / n / self._c1 if n > 0 else None
+                if n > 0:  # the least seen: a first call also pays for touching the weights
+                    floor = t / n / self._c1
+                    self._prefill_token = floor if self._prefill_token is None else min(self._prefill_token, floor)
                 self._prompt = None
         elif self._c1 is not None:
             old, ratio = self._ratio.get(positions), seconds / self._c1
