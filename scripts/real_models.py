@@ -102,6 +102,7 @@ def ensure(name: str, quiet: bool = False) -> Path:
                         out.write(chunk)
         if digest.hexdigest() != model.sha256:
             raise RuntimeError(f"{model.file}: sha256 {digest.hexdigest()} after joining, expected {model.sha256}")
+        os.chmod(tmp, 0o644)  # mkstemp made it 0600
         os.replace(tmp, target)
     finally:
         if os.path.exists(tmp):

@@ -60,8 +60,8 @@ def drafter(model: ToyLM, clock: SimClock, per_token: float, right, shadowable=F
 def recording(sv, **kw):
     """An AdaptiveSchedule that also keeps every round's k (the statistics keep counts)."""
     class Recording(sv.AdaptiveSchedule):
-        def choose(self, cap):
-            choice = super().choose(cap)
+        def choose(self, *args):
+            choice = super().choose(*args)
             self.log.append(choice[0])
             return choice
     schedule = Recording(**kw)
@@ -159,6 +159,31 @@ def test_an_adapters_cost_hint_stops_a_costly_draft_before_it_runs(sv):
     out = dec.generate(PROMPT, max_new=100)
     assert out == target.greedy_decode(PROMPT, 100)
     assert calls == [] and dec.stats.schedule_reasons == {"prefill": 1, "measure": 1, "never pays": 97, "max_new": 1}
+
+
+@pytest.mark.parametrize("max_new,probes", [(100, False), (1500, True)])
+def test_a_draft_is_not_probed_where_its_catching_up_cannot_be_repaid(sv, max_new, probes):
+    """A draft model at 0.3 of a target step a token, a prompt of 300 tokens at 0.5 of a step
+    each: at best (always accepted, an extra position at the prompt's cost) a token costs
+    (1 + 0.8 k) / (k + 1) >= 0.81 steps at k <= 16, saving 0.19 a token, while catching up on
+    the prompt costs 300 x 0.3 x 0.5 = 45 steps: a probe can repay it only with more than
+    about 237 tokens to go."""
+    target = ToyLM(16, seed=8)
+    clock = SimClock()
+    right = drafter(target, clock, 0.3 * STEEP(1), right=lambda s: True)
+    step = timed_target(target, clock, STEEP, prefill=0.5 * STEEP(1))
+    schedule = sv.AdaptiveSchedule(clock=clock)
+    schedule_hint = 0.3 * STEEP(1)
+    schedule.draft_token_hint = lambda: schedule_hint
+    dec = sv.SpeculativeDecoder(right, step, k=16, schedule=schedule)
+    prompt = [int(t) for t in torch.randint(0, 16, (300,), generator=torch.Generator().manual_seed(0))]
+    out = dec.generate(prompt, max_new=max_new)
+    assert out == target.greedy_decode(prompt, max_new)
+    s = dec.stats
+    if probes:
+        assert s.draft_calls > 0 and s.schedule_reasons.get("probe", 0) >= 1
+    else:
+        assert s.draft_calls == 0 and s.schedule_reasons["never pays"] == max_new - 3
 
 
 def test_statistics_report_the_choices_and_costs(sv):

@@ -832,7 +832,7 @@ class SpeculativeDecoder:
             if schedule is None:
                 k, reason, shadow = cap, "constant", False
             else:
-                k, reason, shadow = schedule.choose(cap)
+                k, reason, shadow = schedule.choose(cap, remaining, len(seq))
             chosen_counts[k] += 1
             reasons[reason] = reasons.get(reason, 0) + 1
             t0 = now()

@@ -24,8 +24,9 @@ While it chooses k = 0 it keeps learning:
   sampling, a one-hot draft token t is accepted with probability p(t), the probability
   that the plain step emits t. So shadows estimate the acceptance at no target cost.
 - Any other drafter gets a probe round (k = `probe_k`) after 2, 4, 8, ... 256 rounds of
-  k = 0, unless even a draft that is always accepted could not pay with the costs known
-  (then it is not run at all).
+  k = 0, unless even a draft that is always accepted could not pay with the costs known, or
+  could not repay over the tokens that remain what the draft model's catching up on the
+  text it has not seen costs (then it is not run).
 
 Why the output law does not change. The k of a round is a function of the past only:
 earlier tokens, earlier proposals and measured times, none of which depends on the
@@ -99,6 +100,7 @@ class AdaptiveSchedule:
         self._since_probe = 0
         self._gap = 2
         self._draft_calls = 0
+        self._length = self._draft_len = 0  # the prefix's length now, and at the last draft call
         self._prompt: Optional[Tuple[float, int]] = None  # the prompt round's (seconds, tokens)
         self._shadow: Optional[Tuple[int, List[int]]] = None  # (start, tokens) awaiting comparison
 
@@ -190,10 +192,13 @@ class AdaptiveSchedule:
 
     # The choice -----------------------------------------------------------------------------
 
-    def choose(self, cap: int) -> Tuple[int, str, bool]:
+    def choose(self, cap: int, remaining: Optional[int] = None, length: int = 0) -> Tuple[int, str, bool]:
         """This round's (k, reason, shadow): k in [0, cap], and whether to ask the drafter for
-        a shadow proposal of k_max tokens (only when k = 0)."""
+        a shadow proposal of k_max tokens (only when k = 0). `remaining`: tokens still to
+        generate; `length`: the prefix's length (the drafter has seen what it was last
+        called with)."""
         self._round += 1
+        self._length = length
         if self._round == 1:
             return 0, "prefill", False  # the prompt's round: its first token as soon as plain's
         if cap == 0:
@@ -211,7 +216,7 @@ class AdaptiveSchedule:
             return best_k, "pays", False
         if self._shadowing():
             return 0, "no gain", self._shadow is None
-        if self._never_pays(cap, plain):
+        if self._never_pays(cap, remaining):
             return 0, "never pays", False
         self._since_probe += 1
         if self._since_probe >= self._gap:
@@ -222,13 +227,20 @@ class AdaptiveSchedule:
     def _shadowing(self) -> bool:
         return self.shadowable and (self._draft_call is None or self._draft_call < self.cheap)
 
-    def _never_pays(self, cap: int, plain: float) -> bool:
-        # Even drafts that are always accepted (k + 1 tokens a round) cannot beat plain
-        # decoding with the cheapest target costs consistent with the measurements.
+    def _never_pays(self, cap: int, remaining: Optional[int]) -> bool:
+        # In units of c(1): the best time per token of drafts that are always accepted, with
+        # the cheapest target costs consistent with the measurements (an extra position at
+        # the prompt's cost per token). Never below 1: drafting cannot pay. Else it cannot
+        # repay, over the tokens that remain, the draft catching up on the text it has not
+        # seen (its tokens at the target's ratio of prompt to decode cost).
         if self._draft_token is None and self.draft_token_hint is None:
             return False
-        c1, slope, draft = self._c1, (self._prefill_token or 0.0) * self._c1, self.draft_cost(1)
-        return all((k + 1) / (c1 + k * slope + k * draft) <= plain for k in range(1, cap + 1))
+        d, floor = self.draft_cost(1) / self._c1, self._prefill_token or 0.0
+        best = min((1.0 + k * (floor + d)) / (k + 1) for k in range(1, cap + 1))
+        if best >= 1.0:
+            return True
+        behind = max(self._length - self._draft_len, 0)
+        return remaining is not None and (1.0 - best) * remaining <= behind * d * floor
 
     # Observations ---------------------------------------------------------------------------
 
@@ -252,6 +264,7 @@ class AdaptiveSchedule:
     def observe_draft(self, k: int, seconds: float) -> None:
         """A draft call asked for k tokens and took `seconds`."""
         self._draft_calls += 1
+        self._draft_len = self._length + k
         if self._c1 is None or (self._draft_calls == 1 and not self.shadowable):
             return  # a model's first call of a generation catches up on the prompt: not its cost
         call, per = seconds / self._c1, seconds / k / self._c1
