@@ -128,6 +128,7 @@ class CachedCausalLM:
         # transformers 5 renamed the forward argument `past_key_values` to `cache`.
         params = inspect.signature(model.forward).parameters
         self._cache_arg = "cache" if "cache" in params else "past_key_values"
+        self._logits_to_keep = "logits_to_keep" in params
         self._kinds = _layer_kinds()
         self.cache = None
         self.ids: List[int] = []
@@ -342,13 +343,18 @@ class CachedCausalLM:
                 layer.cumulative_length = end
         return True
 
-    def _forward(self, feed: List[int], keep: int, **kwargs):
+    def _forward(self, feed: List[int], keep: int, rows: int, **kwargs) -> torch.Tensor:
+        # The logits of the last `rows` fed tokens, float32 [rows, V]; only those are computed
+        # where the model takes logits_to_keep (a prompt's other rows would cost its length
+        # times V, as generate's prefill avoids too).
+        if self._logits_to_keep:
+            kwargs["logits_to_keep"] = rows
         out = self.model(input_ids=torch.tensor([feed], dtype=torch.int64), use_cache=True,
                          **{self._cache_arg: self.cache}, **kwargs)
         self.fed += len(feed)
         self.forwards += 1
         self._trim(keep)
-        return out
+        return out.logits[0, -rows:].float()
 
     @torch.no_grad()
     def logits(self, seq: List[int], first: int, keep: Optional[int] = None) -> torch.Tensor:
@@ -373,9 +379,9 @@ class CachedCausalLM:
         if not 0 <= first < len(seq):
             raise ValueError(f"need 0 <= first < len(seq), got first = {first}, len(seq) = {len(seq)}")
         start = self._continue(seq, first)
-        out = self._forward(seq[start:], first if keep is None else keep)
+        rows = self._forward(seq[start:], first if keep is None else keep, len(seq) - first)
         self.ids = list(seq)
-        return out.logits[0, first - start:].float()
+        return rows
 
     @torch.no_grad()
     def tree_logits(self, prefix: List[int], tokens: List[int], parents: List[int]) -> torch.Tensor:
@@ -545,13 +551,11 @@ class CachedCausalLM:
         positions = list(range(start, length)) + [length - 1 + d for d in depth[have:]]
         col_pos = list(range(length)) + [length - 1 + d for d in depth[:have]] + positions[head:]
         mask = self._tree_attention_mask(allow, col_pos, positions)
-        out = self._forward(feed, length, attention_mask=mask,
-                            position_ids=torch.tensor([positions], dtype=torch.int64))
-        logits = out.logits[0].float()
-        if done_rows is None:
-            rows = logits[head - 1:]  # from the last prefix token on: row 0, then the nodes
-        else:
-            rows = torch.cat([done_rows, logits])
+        # From the last prefix token on: row 0, then the nodes (only the new nodes' rows when
+        # only those are fed).
+        logits = self._forward(feed, length, len(feed) - head + 1 if head else len(feed), attention_mask=mask,
+                               position_ids=torch.tensor([positions], dtype=torch.int64))
+        rows = logits if done_rows is None else torch.cat([done_rows, logits])
         self.ids = list(prefix)
         self._tree = (list(tokens), list(parents), rows)
         return rows
