@@ -776,8 +776,10 @@ def tree_decoder(
     `tree_attention="branches"`) one forward per leaf,
     feeding the nodes of its branch that the branch before it does not share. Either way the
     cache keeps the verified prefix and the accepted path: its entries are moved into
-    sequence order (for `DynamicCache` layers; with other caches, only the tree's leading
-    chain is kept and the accepted nodes off it are fed again).
+    sequence order (for `DynamicCache`'s full-attention and sliding-window layers; with
+    other caches, only the tree's leading chain is kept and the accepted nodes off it are
+    fed again). On sliding-window and hybrid models (Gemma 3) the mask is one per layer
+    type, as `CachedCausalLM.tree_logits` says.
 
     The tree comes from `draft_tree` (for example `spec_verify.PromptLookupTree()`), or is
     grown from `draft_model` with a fixed shape: each node at depth d gets `widths[d]`
