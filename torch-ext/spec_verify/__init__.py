@@ -19,7 +19,8 @@ PromptLookup        a draft_step without a draft model: copies the continuation 
 PromptLookupTree    a draft_tree: the continuations of several earlier occurrences, merged
                     into a prefix tree.
 transformers        speculative_decoder(draft_model, target_model, ...) for two Hugging Face
-                    causal LMs (imports transformers only when called).
+                    causal LMs, prompt_lookup_decoder(target_model, ...) without a draft
+                    model (imports transformers only when called).
 llama_cpp           speculative_decoder(draft, target, ...) for two llama.cpp models (GGUF,
                     llama-cpp-python), prompt_lookup_decoder(target, ...) without a draft
                     model (imports llama_cpp only when called).

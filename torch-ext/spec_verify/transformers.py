@@ -8,18 +8,28 @@
                                               generator=torch.Generator().manual_seed(0))
     ids = dec.generate(tokenizer(prompt).input_ids, max_new=64, eos_token_id=tokenizer.eos_token_id)
 
+    # No draft model: prompt lookup proposes, the target verifies.
+    dec = sv.transformers.prompt_lookup_decoder(target, k=8, temperature=0)
+
 `speculative_decoder` is `SpeculativeDecoder.from_logits` over the two models' logits: the
 decoder samples the draft tokens from the draft's warped rows and verifies with
 `accept_logits`, so the output has the law of the target sampled with those parameters
 (temperature 0: exactly the target's greedy decoding). `logits_steps` gives the two logits
-callbacks alone.
+callbacks alone. `prompt_lookup_decoder` is the same without a draft model: `PromptLookup`
+proposes tokens copied from earlier in the text, verified as one-hot drafts.
 
 Each model keeps one KV cache and the token ids it holds. A call keeps the longest common
 prefix of those ids and the new sequence and feeds only the rest. The decoder's contract
 (each prefix extends the last verified prefix) makes that the whole verified prefix plus
 the accepted draft tokens, so a round feeds the target k+1 tokens and the draft k (the last
-draft token is never fed). Needs a cache that can be cropped (`DynamicCache`, i.e. full
-attention); otherwise the adapter falls back to recomputing the prefix.
+draft token is never fed). The cache is transformers' `DynamicCache` for the model's config:
+full-attention layers, and on sliding-window and hybrid models (Gemma 2 and 3, Mistral,
+Qwen2 with a window, gpt-oss) sliding-window layers, which record their past as in
+transformers' assisted decoding, so that rejected tokens can be dropped; each is trimmed back
+to its window plus the tokens a later round may still drop (see `CachedCausalLM`). A cache
+that cannot drop tokens from its end (recurrent state: Mamba and the other linear-attention
+hybrids) is replaced and the whole sequence fed again, with a warning once and each such
+re-feed counted (`CachedCausalLM.fallbacks`).
 
 `tree_decoder(target_model, draft_model or draft_tree=...)` is the decoder's tree mode
 (`SpeculativeDecoder.from_tree_logits`): the target scores a whole tree in one forward with
@@ -32,11 +42,13 @@ transformers is imported only inside these functions: the package itself needs o
 from __future__ import annotations
 
 import inspect
+import warnings
 from typing import Callable, List, Optional, Tuple
 
 import torch
 
 from .decoder import SpeculativeDecoder
+from .prompt_lookup import PromptLookup
 
 
 def _common_prefix(a: List[int], b: List[int]) -> int:
@@ -54,8 +66,41 @@ def _common_prefix(a: List[int], b: List[int]) -> int:
     return lo
 
 
+def _layer_kinds():
+    # The cache layer classes this adapter drops tokens from itself, by exact type (a subclass
+    # may keep more state: LinearAttentionAndSlidingWindowAttentionLayer also has a recurrent
+    # one). Anything else goes through its own crop, if it says it can.
+    from transformers import cache_utils
+
+    kinds = {}
+    for name, kind in (("DynamicLayer", "full"), ("DynamicSlidingWindowLayer", "sliding"), ("DummyLayer", "none")):
+        cls = getattr(cache_utils, name, None)
+        if cls is not None:
+            kinds[cls] = kind
+    return kinds
+
+
+def _held(layer) -> int:
+    keys = getattr(layer, "keys", None)
+    return 0 if keys is None or keys.dim() < 2 else keys.shape[-2]
+
+
 class CachedCausalLM:
     """One causal LM and its KV cache, following the sequences it is asked about.
+
+    The cache is a `DynamicCache` for the model's config. Its sliding-window layers (Gemma 2
+    and 3, Mistral, Qwen2 with a window, gpt-oss, the other hybrids) record their past, as in
+    transformers' assisted decoding, so that tokens can be dropped from the end even once the
+    window is full; after every forward each is trimmed to its window (`sliding_window - 1`
+    entries, as transformers keeps) plus the entries after `keep`, the length below which no
+    later call goes back (see `logits`). Full-attention layers keep everything, as always.
+
+    A cache that cannot drop tokens from its end (a layer with a recurrent state, e.g.
+    Mamba's; a layer type this adapter does not know whose `crop` refuses) is replaced and
+    the whole sequence fed again: a warning says so once, naming the cache and layer types,
+    and `fallbacks` counts every such re-feed (their tokens are in `fed`). A call that goes
+    back below an earlier `keep` further than a sliding-window layer kept does the same,
+    counted in `refills`.
 
     Args:
         model (`transformers.PreTrainedModel`): a causal LM (`AutoModelForCausalLM`); it is
@@ -65,20 +110,37 @@ class CachedCausalLM:
         model: the model.
         ids (`List[int]`): the tokens whose keys and values the cache holds.
         fed (`int`): tokens fed to the model so far, a measure of the work done.
+        forwards (`int`): forward passes.
+        fallbacks (`int`): calls that found the cache unable to drop the tokens asked and fed
+            the whole sequence to a new cache (never on the full-attention and sliding-window
+            layers `DynamicCache` builds, under the decoder's prefix contract).
+        refills (`int`): calls that went back below an earlier call's `keep`, further than a
+            sliding-window layer kept, and fed their whole sequence to a new cache: a new
+            generation from the same decoder does so once (its prompt fed again, as on its
+            first call).
     """
 
     def __init__(self, model):
         from transformers import DynamicCache
 
         self.model = model.eval()
-        self._new_cache = lambda: DynamicCache(config=model.config)
+        self._cache_class = DynamicCache
         # transformers 5 renamed the forward argument `past_key_values` to `cache`.
         params = inspect.signature(model.forward).parameters
         self._cache_arg = "cache" if "cache" in params else "past_key_values"
+        self._logits_to_keep = "logits_to_keep" in params
+        self._kinds = _layer_kinds()
         self.cache = None
         self.ids: List[int] = []
         self.fed = 0
         self.forwards = 0
+        self.fallbacks = 0
+        self.refills = 0
+        self._warned = set()
+        # False once the cache is known unable to drop tokens: its successors then do not
+        # record their past (it would only grow), and every call that must drop tokens starts
+        # a new cache.
+        self._can_drop = True
         # After tree_logits: (tokens, parents, rows) of the tree whose nodes follow `ids` in
         # the cache (ids is then the tree's prefix); None otherwise (the cache holds ids).
         self._tree: Optional[Tuple[List[int], List[int], torch.Tensor]] = None
@@ -90,13 +152,135 @@ class CachedCausalLM:
         """Drops the cache (the next call feeds its whole sequence)."""
         self.cache, self.ids, self._tree = None, [], None
 
+    def _new_cache(self):
+        cache = self._cache_class(config=self.model.config)
+        if self._can_drop and hasattr(cache, "activate_past_recording"):
+            # Sliding-window (and linear-attention) layers keep what they would evict until
+            # the next trim, so the tokens of a round can be dropped again.
+            cache.activate_past_recording()
+        return cache
+
+    def _describe(self) -> str:
+        layers = getattr(self.cache, "layers", None) or []
+        names = sorted({type(layer).__name__ for layer in layers})
+        return f"{type(self.cache).__name__}" + (f" of {', '.join(names)}" if names else "")
+
+    def _fall_back(self, reason: str, detail: str) -> None:
+        # The cache cannot be brought back to the tokens asked: the caller starts a new one.
+        if reason == "window":
+            # Below `keep`, which the call's own caller set: a new generation from the same
+            # decoder (its prompt is fed again, as a first call would), or a caller that
+            # went back on its word. Counted apart, not warned.
+            self.refills += 1
+            return
+        self.fallbacks += 1
+        if reason not in self._warned:
+            self._warned.add(reason)
+            if reason == "stale":
+                what = (f"the model's cache ({self._describe()}) no longer holds what this adapter fed it "
+                        f"({detail}: was it used elsewhere?), so this call starts a new cache and feeds the whole "
+                        f"sequence again")
+            else:
+                what = (f"the model's cache ({self._describe()}) cannot drop tokens from its end ({detail}), so "
+                        f"every call that drops rejected tokens starts a new cache and feeds the whole sequence "
+                        f"again")
+            warnings.warn(f"spec_verify.transformers: {what}; counted in CachedCausalLM.fallbacks", RuntimeWarning,
+                          stacklevel=4)
+
+    def _drop(self, total: int, length: int) -> bool:
+        """Drops the cache's entries after its first `length` tokens (it holds `total`).
+        False, with the fallback counted and warned, if the cache cannot; it is then to be
+        replaced."""
+        m = total - length
+        if m <= 0:
+            return True
+        if not self._can_drop:
+            self._fall_back("cannot", "known from an earlier call")
+            return False
+        layers = getattr(self.cache, "layers", None)
+        if layers is None:  # a cache without layers: its own crop, if it has one that works
+            try:
+                self.cache.crop(-m)
+                return True
+            except (AttributeError, ValueError, RuntimeError, NotImplementedError) as e:
+                self._can_drop = False
+                self._fall_back("cannot", f"{type(self.cache).__name__}.crop: {e}")
+                return False
+        plan = []
+        for layer in layers:
+            kind = self._kinds.get(type(layer), "other")
+            if kind == "none":
+                continue
+            if kind == "full":
+                held = _held(layer)
+                if held == 0 and not getattr(layer, "is_initialized", False):
+                    continue  # never written (a layer reading another's cache)
+                if held != total:
+                    self._fall_back("stale", f"a {type(layer).__name__} holds {held} tokens, not {total}")
+                    return False
+                plan.append((layer, kind, held))
+            elif kind == "sliding":
+                held, cum = _held(layer), layer.cumulative_length
+                if cum != total:
+                    self._fall_back("stale", f"a {type(layer).__name__} has seen {cum} tokens, not {total}")
+                    return False
+                # What the next forward reads: the last min(length, window - 1) entries.
+                if held - m < min(length, layer.sliding_window - 1):
+                    self._fall_back("window", f"{held} entries of a {type(layer).__name__} with window "
+                                              f"{layer.sliding_window}, {m} to drop")
+                    return False
+                plan.append((layer, kind, held))
+            else:
+                if not getattr(layer, "is_croppable", False):
+                    self._can_drop = False
+                    self._fall_back("cannot", f"{type(layer).__name__} is not croppable")
+                    return False
+                plan.append((layer, kind, None))
+        for layer, kind, held in plan:
+            if kind == "other":
+                try:
+                    layer.crop(-m)
+                except (ValueError, RuntimeError, NotImplementedError) as e:
+                    self._can_drop = False
+                    self._fall_back("cannot", f"{type(layer).__name__}.crop: {e}")
+                    return False
+                continue
+            layer.keys = layer.keys[..., :held - m, :]
+            layer.values = layer.values[..., :held - m, :]
+            if kind == "sliding":
+                layer.cumulative_length -= m
+        return True
+
+    def _trim(self, keep: int) -> None:
+        # Each sliding-window layer back to what the next forward reads (window - 1 entries)
+        # plus its entries after `keep`, which a later call may still drop: memory stays
+        # bounded by the window plus a round's tokens, as in transformers' assisted decoding.
+        for layer in getattr(self.cache, "layers", None) or ():
+            if self._kinds.get(type(layer)) == "sliding":
+                held, cum = _held(layer), layer.cumulative_length
+                need = min(cum, layer.sliding_window - 1 + max(0, cum - keep))
+                if held > need:
+                    layer.keys = layer.keys[..., held - need:, :]
+                    layer.values = layer.values[..., held - need:, :]
+
+    def _continue(self, seq: List[int], first: int) -> int:
+        """Brings the cache to the longest common prefix of `ids` and `seq` (at most `first`
+        tokens) and returns its length: where feeding starts."""
+        self._settle(seq)
+        start = min(_common_prefix(self.ids, seq), first)
+        if self.cache is None or start == 0:
+            self.cache, start = self._new_cache(), 0
+        elif not self._drop(len(self.ids), start):
+            self.cache, start = self._new_cache(), 0
+        return start
+
     def _settle(self, upcoming: Optional[List[int]] = None) -> None:
         # Back to a cache holding exactly `ids`, after a tree. `upcoming` (the next sequence
         # asked about) tells which path of the tree was accepted: the nodes it follows down
         # from the root. Their entries are moved into sequence order right after the prefix
-        # (O(path) copied, each layer a DynamicLayer) and the rest dropped; else the cache
-        # keeps the tree's leading chain (nodes 0..m-1 with parents[i] = i - 1, already in
-        # sequence order) and the common-prefix rule feeds the rest again.
+        # (O(path) copied; full-attention and sliding-window layers) and the rest dropped;
+        # else the cache keeps the tree's leading chain (nodes 0..m-1 with parents[i] = i - 1,
+        # already in sequence order) and the common-prefix rule feeds the rest again.
         if self._tree is None:
             return
         tokens, parents, _ = self._tree
@@ -117,39 +301,73 @@ class CachedCausalLM:
         m = 0
         while m < len(tokens) and parents[m] == m - 1:
             m += 1
-        if len(tokens) > m:
-            try:
-                self.cache.crop(m - len(tokens))
-            except (ValueError, RuntimeError, NotImplementedError):
-                self.cache, self.ids = None, []
-                return
+        if not self._drop(length + len(tokens), length + m):
+            self.cache, self.ids = None, []
+            return
         self.ids = self.ids + tokens[:m]
 
     def _gather(self, length: int, path: List[int], n: int) -> bool:
-        try:
-            from transformers.cache_utils import DynamicLayer
-        except ImportError:
-            return False
         layers = getattr(self.cache, "layers", None)
-        if not layers or any(type(layer) is not DynamicLayer or layer.keys is None
-                             or layer.keys.shape[-2] != length + n for layer in layers):
+        if not layers:
             return False
-        source = torch.tensor(path, dtype=torch.int64) + length
-        end = length + len(path)
+        total, end = length + n, length + len(path)
+        moves = []
         for layer in layers:
+            kind = self._kinds.get(type(layer), "other")
+            if kind == "none":
+                continue
+            held = _held(layer)
+            if kind == "full":
+                if held == 0 and not getattr(layer, "is_initialized", False):
+                    continue
+                if held != total:
+                    return False
+                base = 0  # the token position of entry 0
+            elif kind == "sliding":
+                if layer.cumulative_length != total:
+                    return False
+                base = total - held
+                # The path's entries and the window before it must be held.
+                if base > min(length, max(0, end - (layer.sliding_window - 1))):
+                    return False
+            else:
+                return False
+            moves.append((layer, kind, base))
+        source = torch.tensor(path, dtype=torch.int64) + length
+        for layer, kind, base in moves:
             for name in ("keys", "values"):
                 t = getattr(layer, name)
-                t[..., length:end, :] = t.index_select(-2, source)  # a copy first: no overlap
-                setattr(layer, name, t[..., :end, :])
+                t[..., length - base:end - base, :] = t.index_select(-2, source - base)  # a copy first: no overlap
+                setattr(layer, name, t[..., :end - base, :])
+            if kind == "sliding":
+                layer.cumulative_length = end
         return True
 
+    def _forward(self, feed: List[int], keep: int, rows: int, **kwargs) -> torch.Tensor:
+        # The logits of the last `rows` fed tokens, float32 [rows, V]; only those are computed
+        # where the model takes logits_to_keep (a prompt's other rows would cost its length
+        # times V, as generate's prefill avoids too).
+        if self._logits_to_keep:
+            kwargs["logits_to_keep"] = rows
+        out = self.model(input_ids=torch.tensor([feed], dtype=torch.int64), use_cache=True,
+                         **{self._cache_arg: self.cache}, **kwargs)
+        self.fed += len(feed)
+        self.forwards += 1
+        self._trim(keep)
+        return out.logits[0, -rows:].float()
+
     @torch.no_grad()
-    def logits(self, seq: List[int], first: int) -> torch.Tensor:
+    def logits(self, seq: List[int], first: int, keep: Optional[int] = None) -> torch.Tensor:
         """The next-token logits after `seq[:first+1]`, ..., after `seq`.
 
         Args:
             seq (`List[int]`): token ids.
             first (`int`): the first position whose output is returned, `0 <= first < len(seq)`.
+            keep (`int`, *optional*, defaults to `first`): no later call keeps fewer than
+                `keep` tokens of `seq` (a decoder's verified prefix): sliding-window layers
+                keep the entries after it, to be dropped if need be, and may forget those
+                beyond the window before it. A later call that goes below it may cost a
+                re-feed of its whole sequence (counted in `refills`), never a wrong row.
 
         Returns:
             `torch.Tensor`: float32 `[len(seq) - first, V]`: the model's outputs at positions
@@ -160,28 +378,18 @@ class CachedCausalLM:
         """
         if not 0 <= first < len(seq):
             raise ValueError(f"need 0 <= first < len(seq), got first = {first}, len(seq) = {len(seq)}")
-        self._settle(seq)
-        start = min(_common_prefix(self.ids, seq), first)
-        if self.cache is None or start == 0:
-            self.cache, start = self._new_cache(), 0
-        elif len(self.ids) > start:
-            try:
-                self.cache.crop(start - len(self.ids))  # negative: how many tokens to drop
-            except (ValueError, RuntimeError, NotImplementedError):
-                self.cache, start = self._new_cache(), 0  # e.g. a full sliding window
-        feed = torch.tensor([seq[start:]], dtype=torch.int64)
-        out = self.model(input_ids=feed, use_cache=True, **{self._cache_arg: self.cache})
+        start = self._continue(seq, first)
+        rows = self._forward(seq[start:], first if keep is None else keep, len(seq) - first)
         self.ids = list(seq)
-        self.fed += feed.shape[1]
-        self.forwards += 1
-        return out.logits[0, first - start:].float()
+        return rows
 
     @torch.no_grad()
     def tree_logits(self, prefix: List[int], tokens: List[int], parents: List[int]) -> torch.Tensor:
         """The next-token logits after `prefix` and after the path to each node of a tree.
 
         The tree is laid out as the tree ops take it: node j holds `tokens[j]`, its parent is
-        `parents[j]` in `[-1, j)` (-1: the root, the end of `prefix`).
+        `parents[j]` in `[-1, j)` (-1: the root, the end of `prefix`). Later calls are taken
+        to continue `prefix` (the `keep` of `logits` is `len(prefix)`).
 
         `tree_attention` "auto" (the default) tries the mask: if the model rejects it, or if on
         the first tree that is not a chain the masked rows differ from one forward per branch
@@ -190,13 +398,18 @@ class CachedCausalLM:
 
         With "mask": one forward over the part of `prefix` the cache lacks (at least its last
         token) and the N nodes, with a 4-D attention mask in which node j attends to the
-        cache, the prefix and its own ancestors, at position `len(prefix) - 1 + depth(j)`. A
-        call with the same prefix and a tree that extends the last call's (the same first
-        nodes) feeds only the new nodes (the draft side of a tree, grown level by level).
-        The next call that continues `prefix` down a path of the tree keeps that path's
-        entries (moved into sequence order) and drops the other nodes', so a decoding round
-        feeds the emitted token and the next tree only. With "branches": one forward per
-        leaf over the nodes of its branch that the branch before it does not share.
+        cache, the prefix and its own ancestors, at position `len(prefix) - 1 + depth(j)`;
+        in a sliding-window layer, only to those of them less than the window before it (a
+        mask per layer type, passed as transformers' mapping from layer type to mask when the
+        model mixes types, as Gemma 3 does). A call with the same prefix and a tree that
+        extends the last call's (the same first nodes) feeds only the new nodes (the draft
+        side of a tree, grown level by level), unless a sliding-window layer is full: its
+        last entries are then the earlier nodes, not the prefix the new ones need, and the
+        whole tree is fed again. The next call that continues `prefix` down a path of the
+        tree keeps that path's entries (moved into sequence order) and drops the other
+        nodes', so a decoding round feeds the emitted token and the next tree only. With
+        "branches": one forward per leaf over the nodes of its branch that the branch before
+        it does not share.
 
         Args:
             prefix (`List[int]`): token ids, at least one.
@@ -212,7 +425,7 @@ class CachedCausalLM:
             return self._tree_branches(prefix, tokens, parents)
         try:
             rows = self._tree_mask(prefix, tokens, parents)
-        except (TypeError, ValueError, RuntimeError, IndexError):
+        except (TypeError, ValueError, RuntimeError, IndexError, KeyError):
             if self.tree_attention == "mask":
                 raise
             self.reset()  # the failed forward may have left part of its entries behind
@@ -232,27 +445,91 @@ class CachedCausalLM:
                 return reference
         return rows
 
+    def _attention_layers(self) -> Tuple[List[str], List[Optional[int]], bool]:
+        # The model's attention per layer, as its masks see it: the layer type names (the keys
+        # of the mask mapping of models that mix types), each sliding-window layer's window
+        # (None: full attention), and whether the config names the types itself.
+        config = self.model.config
+        text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+        window = getattr(text, "sliding_window", None)
+        types = getattr(text, "layer_types", None)
+        named = bool(types)
+        if not named:
+            kind = "sliding_attention" if window is not None else (
+                "chunked_attention" if getattr(text, "attention_chunk_size", None) is not None else "full_attention")
+            types = [kind] * text.num_hidden_layers
+        windows = []
+        for t in types:
+            if t == "sliding_attention":
+                windows.append(window)
+            elif t in ("full_attention", "moe", "mlp"):  # the last two: no attention at all
+                windows.append(None)
+            else:
+                raise ValueError(f"no tree attention mask for {t!r} layers")
+        return list(types), windows, named
+
+    def _tree_attention_mask(self, allow: torch.Tensor, col_pos: List[int], row_pos: List[int]):
+        """The attention mask of a tree forward. `allow` [q, width] says which of the cache's
+        slots and the fed tokens each fed token sees (causal, or the prefix and its ancestors);
+        a sliding-window layer of the model sees, of those, only the positions less than its
+        window before the row's, and its cache layer (a `DynamicSlidingWindowLayer`) gives it
+        only its last window - 1 slots and the feed, so its mask has those columns. A tensor
+        when every layer takes the same mask, else transformers' mapping from the model's
+        layer types (Gemma 2 and 3, Qwen2 with max_window_layers, gpt-oss take one)."""
+        dtype = next(self.model.parameters()).dtype
+        q, width = allow.shape
+        layers = getattr(self.cache, "layers", None) or []
+        types, windows, named = self._attention_layers()
+        cols = torch.tensor(col_pos, dtype=torch.int64)
+        rows = torch.tensor(row_pos, dtype=torch.int64)
+        masks = {}  # (first column, window) -> mask
+        by_type = {}
+        for i, (name, window) in enumerate(zip(types, windows)):
+            offset = 0
+            if i < len(layers):
+                kind = self._kinds.get(type(layers[i]), "other")
+                if kind == "sliding":
+                    kv_length, offset = layers[i].get_mask_sizes(q)
+                    if kv_length + offset != width:
+                        raise ValueError(f"a {type(layers[i]).__name__} reads {kv_length} slots from {offset}, "
+                                         f"not {width}")
+                elif kind == "other" or (kind == "none" and window is not None):
+                    raise ValueError(f"no tree attention mask for a {type(layers[i]).__name__} cache layer")
+            key = (offset, window)
+            if key not in masks:
+                ok = allow[:, offset:]
+                if window is not None:
+                    ok = ok & (cols[offset:][None, :] > rows[:, None] - window)
+                masks[key] = torch.zeros(1, 1, *ok.shape, dtype=dtype).masked_fill_(~ok, torch.finfo(dtype).min)
+            if by_type.setdefault(name, key) != key:
+                raise ValueError(f"layers of type {name!r} take different tree masks")
+        if len(masks) == 1:
+            return next(iter(masks.values()))
+        if not named:
+            raise ValueError("the layers take different tree masks but the config names no layer_types")
+        return {name: masks[key] for name, key in by_type.items()}
+
+    def _tree_growable(self) -> bool:
+        # New nodes can be fed after the cached ones unless a sliding-window layer is full:
+        # it reads only its last window - 1 entries, the earlier nodes, not the prefix.
+        for layer in getattr(self.cache, "layers", None) or ():
+            if self._kinds.get(type(layer)) == "sliding" and layer.cumulative_length >= layer.sliding_window:
+                return False
+        return True
+
     def _tree_mask(self, prefix, tokens, parents) -> torch.Tensor:
         n, length = len(tokens), len(prefix)
         old = self._tree
         if (old is not None and len(old[0]) <= n and self.ids == prefix and old[0] == tokens[:len(old[0])]
-                and old[1] == parents[:len(old[1])]):
+                and old[1] == parents[:len(old[1])] and (len(old[0]) == n or self._tree_growable())):
             # The same prefix and a larger tree: feed the new nodes only.
             have, done_rows = len(old[0]), old[2]
             if have == n:
                 return done_rows
             start = length
         else:
-            self._settle(prefix)
             have, done_rows = 0, None
-            start = min(_common_prefix(self.ids, prefix), length - 1)
-            if self.cache is None or start == 0:
-                self.cache, start = self._new_cache(), 0
-            elif len(self.ids) > start:
-                try:
-                    self.cache.crop(start - len(self.ids))
-                except (ValueError, RuntimeError, NotImplementedError):
-                    self.cache, start = self._new_cache(), 0
+            start = self._continue(prefix, length - 1)
         past = start + have  # entries in the cache before this forward
         # ancestors[j]: node j and its ancestors, as a bool row over the n nodes.
         ancestors = torch.zeros(n, n, dtype=torch.bool)
@@ -271,19 +548,14 @@ class CachedCausalLM:
         allow[head:] = False
         allow[head:, :length] = True
         allow[head:, length:] = ancestors[have:]
-        dtype = next(self.model.parameters()).dtype
-        mask = torch.zeros(1, 1, len(feed), width, dtype=dtype).masked_fill_(~allow, torch.finfo(dtype).min)
         positions = list(range(start, length)) + [length - 1 + d for d in depth[have:]]
-        out = self.model(input_ids=torch.tensor([feed], dtype=torch.int64), attention_mask=mask,
-                         position_ids=torch.tensor([positions], dtype=torch.int64), use_cache=True,
-                         **{self._cache_arg: self.cache})
-        self.fed += len(feed)
-        self.forwards += 1
-        logits = out.logits[0].float()
-        if done_rows is None:
-            rows = logits[head - 1:]  # from the last prefix token on: row 0, then the nodes
-        else:
-            rows = torch.cat([done_rows, logits])
+        col_pos = list(range(length)) + [length - 1 + d for d in depth[:have]] + positions[head:]
+        mask = self._tree_attention_mask(allow, col_pos, positions)
+        # From the last prefix token on: row 0, then the nodes (only the new nodes' rows when
+        # only those are fed).
+        logits = self._forward(feed, length, len(feed) - head + 1 if head else len(feed), attention_mask=mask,
+                               position_ids=torch.tensor([positions], dtype=torch.int64))
+        rows = logits if done_rows is None else torch.cat([done_rows, logits])
         self.ids = list(prefix)
         self._tree = (list(tokens), list(parents), rows)
         return rows
@@ -310,7 +582,7 @@ class CachedCausalLM:
             if rows[0] is not None and d0 == len(path):
                 continue
             first = length + d0 if rows[0] is not None else length - 1
-            out = self.logits(prefix + [tokens[j] for j in path], first)
+            out = self.logits(prefix + [tokens[j] for j in path], first, keep=length)
             for i, row in enumerate(out):
                 d = first - (length - 1) + i  # depth of the node the row follows (0: the root)
                 rows[0 if d == 0 else path[d - 1] + 1] = row
@@ -332,15 +604,26 @@ def logits_steps(draft_model, target_model) -> Tuple[Callable, Callable]:
         `reset()`).
     """
     draft, target = CachedCausalLM(draft_model), CachedCausalLM(target_model)
+    # The last verified prefix's length, told by the target step: the draft's calls of the
+    # next round continue it, so its sliding-window layers need not keep more than that.
+    verified = [0]
 
     def draft_logits_step(seq: List[int]) -> torch.Tensor:
-        return draft.logits(seq, len(seq) - 1)[0]
+        return draft.logits(seq, len(seq) - 1, keep=min(verified[0], len(seq) - 1))[0]
 
-    def target_logits_step(prefix: List[int], proposed: torch.Tensor) -> torch.Tensor:
-        return target.logits(list(prefix) + proposed.tolist(), len(prefix) - 1)
-
-    draft_logits_step.model, target_logits_step.model = draft, target
+    draft_logits_step.model = draft
+    target_logits_step = _target_logits_step(target, verified)
     return draft_logits_step, target_logits_step
+
+
+def _target_logits_step(target: CachedCausalLM, verified: Optional[List[int]] = None) -> Callable:
+    def target_logits_step(prefix: List[int], proposed: torch.Tensor) -> torch.Tensor:
+        if verified is not None:
+            verified[0] = len(prefix)
+        # keep: the next round's prefix extends this one.
+        return target.logits(prefix + proposed.tolist(), len(prefix) - 1, keep=len(prefix))
+    target_logits_step.model = target
+    return target_logits_step
 
 
 def speculative_decoder(
@@ -390,6 +673,54 @@ def speculative_decoder(
                                          top_k=top_k, top_p=top_p, min_p=min_p, generator=generator,
                                          schedule=schedule)
     dec.draft_cache, dec.target_cache = draft_logits_step.model, target_logits_step.model
+    return dec
+
+
+def prompt_lookup_decoder(
+    target_model,
+    k: int = 8,
+    *,
+    max_ngram: int = 3,
+    min_ngram: int = 1,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    min_p: float = 0.0,
+    generator: Optional[torch.Generator] = None,
+    method: str = "token",
+    schedule="adaptive",
+) -> SpeculativeDecoder:
+    """A `SpeculativeDecoder` without a draft model: `PromptLookup` proposes 0..k tokens
+    copied from earlier in the text, a Hugging Face causal LM verifies them as one-hot drafts
+    through its KV cache (`CachedCausalLM`: a round feeds the emitted token and the
+    proposals, on sliding-window and hybrid models too).
+
+    The output has the law of the target sampled with `temperature`, `top_k`, `top_p` and
+    `min_p`; `temperature` 0 gives the target's greedy decoding, token for token.
+
+    Args:
+        target_model (`transformers.PreTrainedModel`): the causal LM.
+        k (`int`, *optional*, defaults to 8): at most this many proposed tokens per round.
+        max_ngram, min_ngram: `PromptLookup`'s n-gram sizes.
+        temperature, top_k, top_p, min_p, generator: as for `speculative_decoder`.
+        method (`str`, *optional*, defaults to `"token"`): `"token"` or `"block"` verification.
+        schedule (`str` or `AdaptiveSchedule`, *optional*, defaults to `"adaptive"`): as for
+            `speculative_decoder`; while proposing does not pay, the lookup's proposals are
+            only compared with the tokens that follow.
+
+    Returns:
+        `SpeculativeDecoder`: with `target_cache` (the `CachedCausalLM`: tokens `fed`,
+        `forwards`, `fallbacks`) and `drafter` (the `PromptLookup`).
+
+    Raises:
+        TypeError, ValueError: as `PromptLookup` and `SpeculativeDecoder.from_logits`.
+    """
+    target_logits_step = _target_logits_step(CachedCausalLM(target_model))
+    lookup = PromptLookup(max_ngram=max_ngram, min_ngram=min_ngram)
+    dec = SpeculativeDecoder.from_logits(None, target_logits_step, k, temperature=temperature, top_k=top_k,
+                                         top_p=top_p, min_p=min_p, generator=generator, draft_step=lookup,
+                                         method=method, schedule=schedule)
+    dec.target_cache, dec.drafter = target_logits_step.model, lookup
     return dec
 
 
@@ -454,8 +785,10 @@ def tree_decoder(
     `tree_attention="branches"`) one forward per leaf,
     feeding the nodes of its branch that the branch before it does not share. Either way the
     cache keeps the verified prefix and the accepted path: its entries are moved into
-    sequence order (for `DynamicCache` layers; with other caches, only the tree's leading
-    chain is kept and the accepted nodes off it are fed again).
+    sequence order (for `DynamicCache`'s full-attention and sliding-window layers; with
+    other caches, only the tree's leading chain is kept and the accepted nodes off it are
+    fed again). On sliding-window and hybrid models (Gemma 3) the mask is one per layer
+    type, as `CachedCausalLM.tree_logits` says.
 
     The tree comes from `draft_tree` (for example `spec_verify.PromptLookupTree()`), or is
     grown from `draft_model` with a fixed shape: each node at depth d gets `widths[d]`
