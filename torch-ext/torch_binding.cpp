@@ -444,7 +444,7 @@ LogitsArgs checked_logits_args(const char* op, const at::Tensor& target_logits,
 }
 
 sv::Outcome run_accept_logits(const LogitsArgs& a, const double* uniforms, const sv::WarpParams& params) {
-  if (a.greedy) return sv::verify_greedy_round(kernels(), rows_of(a.target), a.tokens.data(), a.k, a.vocab);
+  if (a.greedy) return sv::verify_greedy_round(kernels(), rows_of(a.target), a.tokens.data(), a.k, a.vocab, true);
   return sv::accept_logits_round(kernels(), rows_of(a.target), draft_rows(a.draft), a.tokens.data(),
                                  uniforms, a.k, a.vocab, params, a.method,
                                  a.bounds.empty() ? nullptr : a.bounds.data());
