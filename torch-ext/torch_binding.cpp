@@ -431,7 +431,7 @@ LogitsArgs checked_logits_args(const char* op, const at::Tensor& target_logits,
   a.vocab = target_logits.size(1);
   a.greedy = params.temperature == 0.0f;
   a.target = checked_rows(op, "target_logits", target_logits, a.k + 1, a.vocab, "[K+1, V]");
-  if (!a.greedy && draft_logits.has_value() && draft_logits->defined()) {
+  if (draft_logits.has_value() && draft_logits->defined()) {  // checked at temperature 0 too, unread
     a.draft = checked_rows(op, "draft_logits", *draft_logits, a.k, a.vocab, "[K, V]");
   }
   a.tokens = checked_tokens(op, draft_tokens, a.k, a.vocab, "target_logits");
@@ -611,7 +611,7 @@ TreeArgs checked_tree(const char* op, const RowNames& names, const at::Tensor& t
   a.n = target.size(0) - 1;
   a.vocab = target.size(1);
   a.target = checked_rows(op, names.target, target, a.n + 1, a.vocab, "[N+1, V]");
-  if (!greedy && draft.has_value() && draft->defined())
+  if (draft.has_value() && draft->defined())  // checked when greedy too, unread
     a.draft = checked_rows(op, names.draft, *draft, a.n + 1, a.vocab, "[N+1, V]");
   a.tokens = checked_ints(op, "tokens", tokens, a.n, names.target);
   a.parents = checked_ints(op, "parents", parents, a.n, names.target);
