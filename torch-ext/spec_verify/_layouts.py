@@ -66,10 +66,13 @@ def _refusing_kernel(op: str, names):
     return kernel
 
 
-# The library must outlive the registrations: a module global.
+# The library must outlive the registrations: a module global. A second import of the
+# package under another module name (the same extension, so the same op namespace) finds
+# the kernels there and registers nothing: the dispatcher refuses a second kernel for a key.
 _library = torch.library.Library(add_op_namespace_prefix("x").split("::")[0], "IMPL")
 for _op in _OPS:
     _names = [a.name for a in getattr(ops, _op).default._schema.arguments]
     for _key in _KEYS:
-        _library.impl(_op, _refusing_kernel(_op, _names), _key)
+        if not torch._C._dispatch_has_kernel_for_dispatch_key(add_op_namespace_prefix(_op), _key):
+            _library.impl(_op, _refusing_kernel(_op, _names), _key)
 del _op, _names, _key
