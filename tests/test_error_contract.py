@@ -34,17 +34,18 @@ def logits_calls(sv, x, temperature):
     t = dict(temperature=temperature)
     chain, parents = [int(i) for i in x[:K].argmax(-1) + 1], list(range(-1, K - 1))  # row 0's argmax missed
     chain = [c % V for c in chain]
-    return {
-        "warp": lambda: sv.warp(x, **t),
-        "sample": lambda: sv.sample(x, generator=torch.Generator().manual_seed(0), **t),
-        "sample_with_uniforms": lambda: sv.sample_with_uniforms(x, U1, **t),
-        "sample": lambda: sv.sample(x, return_bounds=True, **t),  # noqa: F601 (the bounds form)
-        "accept_logits": lambda: sv.accept_logits(x, None, chain, **t),
-        "accept_logits_with_uniforms": lambda: sv.accept_logits_with_uniforms(x, x[:K].clone(), chain, U1, **t),
-        "verify_tree": lambda: sv.verify_tree(x, chain, parents, **t),
-        "verify_tree_with_uniforms": lambda: sv.verify_tree_with_uniforms(x, chain, parents, None, U1, **t),
-        "verify_batch": lambda: sv.verify_batch(x, chain, [K], **t),
-    }
+    return [
+        ("warp", lambda: sv.warp(x, **t)),
+        ("sample", lambda: sv.sample(x, generator=torch.Generator().manual_seed(0), **t)),
+        ("sample_with_uniforms", lambda: sv.sample_with_uniforms(x, U1, **t)),
+        ("sample", lambda: sv.sample(x, return_bounds=True, **t)),
+        ("sample_with_uniforms", lambda: sv.sample_with_uniforms(x, U1, return_bounds=True, **t)),
+        ("accept_logits", lambda: sv.accept_logits(x, None, chain, **t)),
+        ("accept_logits_with_uniforms", lambda: sv.accept_logits_with_uniforms(x, x[:K].clone(), chain, U1, **t)),
+        ("verify_tree", lambda: sv.verify_tree(x, chain, parents, **t)),
+        ("verify_tree_with_uniforms", lambda: sv.verify_tree_with_uniforms(x, chain, parents, None, U1, **t)),
+        ("verify_batch", lambda: sv.verify_batch(x, chain, [K], **t)),
+    ]
 
 
 BAD_ROWS = [  # (row 0 made so, the message after "<name>[0")
@@ -65,7 +66,7 @@ def test_temperature_0_reads_rows_by_the_rules_of_every_temperature(sv, isa, cas
     _, make, pattern = case
     x = make(logits(1, dtype=dtype))
     for temperature in (0.0, 0.8):
-        for op, call in logits_calls(sv, x, temperature).items():
+        for op, call in logits_calls(sv, x, temperature):
             name = "logits" if op in ("warp", "sample", "sample_with_uniforms") else "target_logits"
             where = "sequence 0: " if op == "verify_batch" else ""
             with pytest.raises(ValueError, match=rf"^spec_verify\.{op}: {where}{name}\[0" + pattern):
