@@ -67,7 +67,7 @@ BatchFailure run_sequence(const KernelTable& kt, const Batch& in, const double* 
   const int64_t* tokens = in.tokens + first_draft;
   Outcome o;
   if (batch_greedy(in, b)) {
-    o = verify_greedy_round(kt, target, tokens, k, in.vocab);
+    o = verify_greedy_round(kt, target, tokens, k, in.vocab, in.params != nullptr);
   } else if (in.params != nullptr) {
     o = accept_logits_round(kt, target, draft, tokens, uniforms + uniform_begin[b], k, in.vocab, in.params[b],
                             in.method, in.bounds == nullptr ? nullptr : in.bounds + first_draft);

@@ -95,12 +95,36 @@ int residual_scales(double P, double Q, float* a, float* b) {
   return s;
 }
 
+// Note [Greedy logits rows]
+// At temperature 0 a logits row is read by its argmax alone, yet it obeys warp_row's rules:
+// NaN (the argmax reports it), +inf, and no finite value are errors. The argmax's value
+// tells the other two: the lowest index of the largest value holds +inf iff the row has
+// one, and the first such (warp_row names that column too); -inf iff every value is -inf
+// (no NaN). One read of one element, the same on every path (the index is).
+Outcome greedy_logits_error(RowRef row, int64_t best) {
+  Outcome out;
+  const float x = value_at(row, best);
+  if (x == std::numeric_limits<float>::infinity()) {
+    out.error = InputError::kInfinite;
+    out.col = best;
+    out.value = x;
+  } else if (x == -std::numeric_limits<float>::infinity()) {
+    out.error = InputError::kNoFinite;
+    out.value = x;
+  }
+  return out;
+}
+
 Outcome verify_greedy_round(const KernelTable& kt, Rows target, const int64_t* tokens,
-                            int64_t k, int64_t vocab) {
+                            int64_t k, int64_t vocab, bool logits) {
   for (int64_t i = 0;; ++i) {
     const RowRef row = target.row(i);
     int64_t best = 0;
     if (!typed_argmax(kt, row, vocab, &best)) return in_row(nan_row(row, vocab), false, i);
+    if (logits) {
+      const Outcome bad = greedy_logits_error(row, best);
+      if (bad.error != InputError::kNone) return in_row(bad, false, i);
+    }
     if (i == k || best != tokens[i]) return emitted(i, best);
   }
 }
@@ -1872,6 +1896,8 @@ Outcome sample_round(const KernelTable& kt, RowRef x, int64_t n, const WarpParam
   if (params.temperature == 0.0f) {
     Outcome out;
     if (!typed_argmax(kt, x, n, &out.token)) return nan_row(x, n);
+    const Outcome bad = greedy_logits_error(x, out.token);  // Note [Greedy logits rows]
+    if (bad.error != InputError::kNone) return bad;
     if (bound != nullptr) *bound = DraftBound{1.0f, 1.0, 1.0};
     return out;
   }
@@ -2118,6 +2144,10 @@ Outcome tree_round(const KernelTable& kt, Rows target, Rows draft, const int64_t
       const RowRef row = target.row(node + 1);
       int64_t best = 0;
       if (!typed_argmax(kt, row, vocab, &best)) return in_row(nan_row(row, vocab), false, node + 1);
+      if (params != nullptr) {  // logits rows: Note [Greedy logits rows]
+        const Outcome bad = greedy_logits_error(row, best);
+        if (bad.error != InputError::kNone) return in_row(bad, false, node + 1);
+      }
       int64_t c = children.first[node + 1];
       while (c >= 0 && tokens[c] != best) c = children.next[c];
       if (c < 0) return emitted(depth, best);

@@ -382,9 +382,12 @@ struct Outcome {
 };
 
 // Temperature 0. Reads rows 0..i only, where i decides the round.
-// tokens must already be in [0, V).
+// tokens must already be in [0, V). Probability rows (logits false) are refused for NaN only;
+// logits rows (the warping ops at temperature 0) also for +inf and for no finite value, as
+// warp_row refuses them at any temperature: told by the argmax's own value (Note [Greedy
+// logits rows] in rounds.cpp), so no extra pass.
 Outcome verify_greedy_round(const KernelTable& kt, Rows target, const int64_t* tokens,
-                            int64_t k, int64_t vocab);
+                            int64_t k, int64_t vocab, bool logits = false);
 
 // Note [One-hot drafts]
 // A draft without rows (draft.data == nullptr) is the one-hot draft q_i = onehot(t_i),
@@ -526,6 +529,10 @@ void materialize(const KernelTable& kt, float* values, int64_t n, float floor);
 // sample_round on the same rows and parameters every outcome is the same as without them;
 // an acceptance from values made up otherwise goes unnoticed (the contract of the ops).
 // Block verification reads every row anyway and leaves them unused.
+// lo and hi from weight bounds are the one path-dependent output: row_weight_sums adds its
+// float32 sums in each path's lane order, so their last bits may differ between paths (q(t),
+// the token and lo == hi do not); every path's range holds the same Q and decides only what
+// the exact rule would, so outcomes do not depend on the path that made the bounds.
 struct DraftBound {
   float weight = 0.0f;
   double lo = 0.0, hi = 0.0;

@@ -431,7 +431,7 @@ LogitsArgs checked_logits_args(const char* op, const at::Tensor& target_logits,
   a.vocab = target_logits.size(1);
   a.greedy = params.temperature == 0.0f;
   a.target = checked_rows(op, "target_logits", target_logits, a.k + 1, a.vocab, "[K+1, V]");
-  if (!a.greedy && draft_logits.has_value() && draft_logits->defined()) {
+  if (draft_logits.has_value() && draft_logits->defined()) {  // checked at temperature 0 too, unread
     a.draft = checked_rows(op, "draft_logits", *draft_logits, a.k, a.vocab, "[K, V]");
   }
   a.tokens = checked_tokens(op, draft_tokens, a.k, a.vocab, "target_logits");
@@ -444,7 +444,7 @@ LogitsArgs checked_logits_args(const char* op, const at::Tensor& target_logits,
 }
 
 sv::Outcome run_accept_logits(const LogitsArgs& a, const double* uniforms, const sv::WarpParams& params) {
-  if (a.greedy) return sv::verify_greedy_round(kernels(), rows_of(a.target), a.tokens.data(), a.k, a.vocab);
+  if (a.greedy) return sv::verify_greedy_round(kernels(), rows_of(a.target), a.tokens.data(), a.k, a.vocab, true);
   return sv::accept_logits_round(kernels(), rows_of(a.target), draft_rows(a.draft), a.tokens.data(),
                                  uniforms, a.k, a.vocab, params, a.method,
                                  a.bounds.empty() ? nullptr : a.bounds.data());
@@ -611,7 +611,7 @@ TreeArgs checked_tree(const char* op, const RowNames& names, const at::Tensor& t
   a.n = target.size(0) - 1;
   a.vocab = target.size(1);
   a.target = checked_rows(op, names.target, target, a.n + 1, a.vocab, "[N+1, V]");
-  if (!greedy && draft.has_value() && draft->defined())
+  if (draft.has_value() && draft->defined())  // checked when greedy too, unread
     a.draft = checked_rows(op, names.draft, *draft, a.n + 1, a.vocab, "[N+1, V]");
   a.tokens = checked_ints(op, "tokens", tokens, a.n, names.target);
   a.parents = checked_ints(op, "parents", parents, a.n, names.target);

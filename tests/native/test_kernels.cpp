@@ -3343,6 +3343,43 @@ void batch_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int r
 
 // Arguments: --quick (fewer rounds: the emulated runs), --seed N (another random stream, for
 // soak runs beyond the fixed one `make native` uses).
+// Note [Greedy logits rows]: at temperature 0 a logits row is refused as at any temperature
+// (+inf at its first column, no finite value), by every greedy reader, on every path, float32
+// and bfloat16; probability rows (verify_greedy) keep +inf as their argmax.
+void greedy_logits_row_tests(const std::vector<const sv::KernelTable*>& kts) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const int64_t n : {1, 7, 255, 1025, 5000}) {
+    for (int kind = 0; kind < 3; ++kind) {  // 0: +inf at two columns, 1: all -inf, 2: +inf in a masked row
+      std::vector<float> row(2 * n);  // row 0 bad, row 1 fine
+      for (int64_t v = 0; v < 2 * n; ++v) row[v] = static_cast<float>((v * 37) % 101) * 0.25f - 9.0f;
+      if (kind > 0) std::fill(row.begin(), row.begin() + n, -inf);
+      const int64_t col = kind == 1 ? -1 : n / 3, later = (n / 3 + n) / 2;
+      if (kind != 1) row[col] = row[later] = inf;
+      const sv::InputError want = kind == 1 ? sv::InputError::kNoFinite : sv::InputError::kInfinite;
+      std::vector<uint16_t> half(2 * n);
+      for (int64_t v = 0; v < 2 * n; ++v) half[v] = to_bf16(row[v]);
+      sv::WarpParams greedy;
+      greedy.temperature = 0.0f;
+      const int64_t token = 0, parent = -1;
+      for (const sv::KernelTable* kt : kts) {
+        for (const sv::Rows rows : {sv::Rows{row.data(), n}, sv::Rows{half.data(), n, sv::Elem::kBF16}}) {
+          const std::string what = std::string(kt->name) + " greedy logits row, n = " + std::to_string(n) +
+                                   ", kind " + std::to_string(kind) + (rows.type == sv::Elem::kF32 ? "" : ", bf16");
+          const sv::Outcome s = sv::sample_round(*kt, rows.row(0), n, greedy, 0.0);
+          const sv::Outcome g = sv::verify_greedy_round(*kt, rows, &token, 1, n, true);
+          std::vector<int64_t> path(2, -1);
+          const sv::Outcome t = sv::tree_round(*kt, rows, sv::Rows{nullptr, 0}, &token, &parent, 1, nullptr, n, &greedy,
+                                               path.data());
+          for (const sv::Outcome& o : {s, g, t})
+            check(o.error == want && o.row <= 0 && (kind == 1 || o.col == col), what + ": refused, first column");
+          check(sv::verify_greedy_round(*kt, rows, &token, 1, n).error == sv::InputError::kNone,
+                what + ": probabilities keep +inf (and -inf) rows");
+        }
+      }
+    }
+  }
+}
+
 int main(int argc, char** argv) {
   bool quick = false;
   uint64_t seed = 20261129;
@@ -3426,6 +3463,7 @@ int main(int argc, char** argv) {
   cheap_tree_bound_tests(rng, kts, quick ? 50 : 200, 3000);
   batch_tests(rng, kts, quick ? 20 : 150, 300);
   batch_tests(rng, kts, quick ? 2 : 6, 32000);
+  greedy_logits_row_tests(kts);
 
   std::printf("native: %lld passed, %lld failed\n", (long long)g_passed, (long long)g_failed);
   return g_failed == 0 ? 0 : 1;

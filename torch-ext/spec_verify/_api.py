@@ -19,6 +19,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 
+from ._layouts import refusal
 from ._ops import add_op_namespace_prefix, ops
 
 Tokens = Union[torch.Tensor, Sequence[int]]
@@ -197,7 +198,8 @@ def _token_tensor(tokens, what: str, vocab: Optional[int] = None) -> torch.Tenso
 
 
 def _vocab(rows) -> Optional[int]:
-    return rows.shape[1] if isinstance(rows, torch.Tensor) and rows.dim() == 2 else None
+    # A nested tensor has no sizes to read: the op refuses it (_layouts.py).
+    return rows.shape[1] if isinstance(rows, torch.Tensor) and rows.dim() == 2 and not rows.is_nested else None
 
 
 def _check_on_cpu(op: str, **tensors) -> None:
@@ -209,6 +211,9 @@ def _check_on_cpu(op: str, **tensors) -> None:
             raise TypeError(f"spec_verify.{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
         if t.device.type != "cpu":
             raise ValueError(f"spec_verify.{op}: {name} must be on the CPU, got a tensor on {t.device}")
+        message = refusal(op, name, t)  # a nested subclass would reach its own dispatch (_layouts.py)
+        if message is not None:
+            raise TypeError(message)
 
 
 _F32_MAX = 3.4028234663852886e38  # the largest finite float32: a temperature is used as one
@@ -270,10 +275,18 @@ def _check_method(op: str, method) -> None:
         raise ValueError(f'spec_verify.{op}: method must be "token" or "block", got {method!r}')
 
 
-def _check_generator(op: str, generator) -> None:
+def _type_name(x) -> str:
+    """The type of `x` as a message names it: with its module unless a builtin (a NumPy
+    Generator is "numpy.random._generator.Generator", not "Generator")."""
+    t = type(x)
+    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+def _check_generator(op: str, generator, what: str = "generator") -> None:
+    """`generator` None or a torch.Generator; `op` prefixes the message as it is given
+    ("spec_verify.sample", "SpeculativeDecoder")."""
     if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(f"spec_verify.{op}: generator must be a torch.Generator or None, "
-                        f"got {type(generator).__name__}")
+        raise TypeError(f"{op}: {what} must be a torch.Generator or None, got {_type_name(generator)}")
 
 
 # The ops ------------------------------------------------------------------------------------
@@ -372,9 +385,7 @@ def accept(
         if type(generator) is _Generator:
             with _no_subclass_torch_function():
                 return _accept_op(target_probs, draft_probs, draft_tokens, generator)
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(f"spec_verify.accept: generator must be a torch.Generator or None, "
-                        f"got {type(generator).__name__}")
+    _check_generator("spec_verify.accept", generator)
     if method != "token":
         _check_method("accept", method)
     if not (type(draft_tokens) is _Tensor and draft_tokens.is_cpu and draft_tokens.dtype is not _uint64):
@@ -432,7 +443,7 @@ def accept_with_uniforms(
 _WARP_ARGS = """
         temperature (`float`, *optional*, defaults to 1.0): z = logits / temperature, a float32
             division; >= 0 and finite. 0 means greedy: the argmax (ties to the lowest index),
-            and no uniform is drawn.
+            and no uniform is drawn; the rows read are checked as at any temperature.
         top_k (`int`, *optional*, defaults to 0): keep the tokens that fewer than `top_k`
             tokens beat (ties at the k-th value kept); 0 = off.
         top_p (`float`, *optional*, defaults to 1.0): in (0, 1]; among the kept, keep a token
@@ -507,14 +518,20 @@ def sample(
         `return_bounds`, `(tokens, bounds)`: `bounds` float64 of shape `logits.shape[:-1] + (3,)`,
         per row the warped weight of its token and a range `[lo, hi]` holding the warped
         row's mass (`lo == hi` where the row was warped exactly). `accept_logits` given them
-        for these rows tests an acceptance without warping the draft row again.
+        for these rows tests an acceptance without warping the draft row again. The one
+        output that is not the same bits on every instruction-set path: where `lo < hi`,
+        `lo` and `hi` come from float32 sums each path adds in its own lane order, so they
+        may differ in the last bits between paths (the tokens, the weights and which rows
+        have `lo == hi` do not). Each path's range holds the same exact mass, and
+        `accept_logits` decides from it only where that is certain, else from the draft row
+        itself, so its outcome is the same with bounds made on any path, on any path.
 
     Raises:
         TypeError, ValueError: as for `warp`; `generator` not a `torch.Generator`. A call
             that raises leaves the generator as it was.
     """
     temperature, top_k, top_p, min_p = _warp_params("spec_verify.sample", temperature, top_k, top_p, min_p)
-    _check_generator("sample", generator)
+    _check_generator("spec_verify.sample", generator)
     if not (type(logits) is _Tensor and logits.is_cpu):
         _check_on_cpu("sample", logits=logits)
     if return_bounds is not False and _flag(return_bounds, "spec_verify.sample: return_bounds"):
@@ -601,7 +618,8 @@ def accept_logits(
     (`sample` with the same parameters does that); the accepted tokens followed by the
     emitted one then have the law of the target's warped rows. Exactly K+1 float64
     uniforms are drawn, whatever the outcome. With `temperature` 0 this is `verify_greedy`
-    on `target_logits` (`draft_logits` unused, may be None) and nothing is drawn. Token by
+    on `target_logits` (with the logits rules: +inf and rows with no finite value raise;
+    `draft_logits` unread, may be None, checked when given) and nothing is drawn. Token by
     token, rows after the deciding position are never read. `draft_logits` None means
     one-hot drafts (drafts proposed without a distribution), as `accept` with
     `draft_probs` None: only the target's rows are read.
@@ -642,7 +660,7 @@ def accept_logits(
     """
     draft_tokens, (temperature, top_k, top_p, min_p) = _logits_args(
         "accept_logits", target_logits, draft_logits, draft_tokens, temperature, top_k, top_p, min_p, method)
-    _check_generator("accept_logits", generator)
+    _check_generator("spec_verify.accept_logits", generator)
     if draft_bounds is not None and not (type(draft_bounds) is _Tensor and draft_bounds.is_cpu):
         _check_on_cpu("accept_logits", draft_bounds=draft_bounds)
     if not _is_compiling() and method == "token":  # eager: the builtin, see `_accept_op`
@@ -796,7 +814,7 @@ def verify_tree(
             that raises leaves the generator as it was.
     """
     temperature, top_k, top_p, min_p = _warp_params("spec_verify.verify_tree", temperature, top_k, top_p, min_p)
-    _check_generator("verify_tree", generator)
+    _check_generator("spec_verify.verify_tree", generator)
     tokens, parents = _tree_args("verify_tree", target_logits, tokens, parents, draft_logits,
                                  ("target_logits", "draft_logits"))
     if _exact_tensors(target_logits, tokens, parents, draft_logits):
@@ -863,7 +881,7 @@ def verify_tree_probs(
     """
     if type(greedy) is not bool:
         raise TypeError(f"spec_verify.verify_tree_probs: greedy must be a bool, got {type(greedy).__name__}")
-    _check_generator("verify_tree_probs", generator)
+    _check_generator("spec_verify.verify_tree_probs", generator)
     tokens, parents = _tree_args("verify_tree_probs", target_probs, tokens, parents, draft_probs,
                                  ("target_probs", "draft_probs"))
     if _exact_tensors(target_probs, tokens, parents, draft_probs):
@@ -945,15 +963,13 @@ def _batch_args(op: str, draft_tokens, cu_num_draft_tokens, method, generator, g
     cu_num_draft_tokens = _token_tensor(cu_num_draft_tokens, f"spec_verify.{op}: cu_num_draft_tokens")
     if method != "token":
         _check_method(op, method)
-    _check_generator(op, generator)
+    _check_generator(f"spec_verify.{op}", generator)
     if generators is not None:
         if not isinstance(generators, (list, tuple)):
             raise TypeError(f"spec_verify.{op}: generators must be a list of torch.Generator (or None) "
                             f"entries, one per sequence, got {type(generators).__name__}")
         for i, g in enumerate(generators):
-            if g is not None and not isinstance(g, torch.Generator):
-                raise TypeError(f"spec_verify.{op}: generators[{i}] must be a torch.Generator or None, "
-                                f"got {type(g).__name__}")
+            _check_generator(f"spec_verify.{op}", g, f"generators[{i}]")
         generators = list(generators)
     given = {name: t for name, t in tensors.items() if t is not None}
     if not all(type(t) is _Tensor and t.is_cpu for t in given.values()):

@@ -49,8 +49,8 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence,
 import torch
 
 from .schedule import AdaptiveSchedule
-from ._api import (_flag, _index, _int_list, _kind, _sample, _sample_with_bounds, _token_tensor, _warp_params, accept,
-                   accept_logits, verify_greedy)
+from ._api import (_INT64_MAX, _flag, _index, _int_list, _kind, _sample, _sample_with_bounds, _token_tensor,
+                   _type_name, _warp_params, accept, accept_logits, verify_greedy)
 
 DraftStep = Callable[[List[int], int], Tuple[torch.Tensor, Optional[torch.Tensor]]]
 TargetStep = Callable[[List[int], torch.Tensor], torch.Tensor]
@@ -265,6 +265,8 @@ def _stop_set(eos_token_id: StopTokens) -> frozenset:
         ids = t.reshape(-1).tolist()
     elif isinstance(eos_token_id, bool) or hasattr(type(eos_token_id), "__index__"):
         ids = [_index(eos_token_id, what)]
+        if ids[0] > _INT64_MAX:  # as [2**64] is refused: no token could match it
+            raise ValueError(f"{what} = {ids[0]} is outside the range of token ids [0, 2^63)")
     elif isinstance(eos_token_id, (str, bytes)) or not hasattr(eos_token_id, "__iter__"):
         raise TypeError(f"{what} must be an int, an iterable of ints or None, got {type(eos_token_id).__name__}")
     else:
@@ -322,9 +324,30 @@ def _culprit(error: Exception) -> Optional[str]:
     return _CULPRITS.get(m.group(1)) if m else None
 
 
+def _dense(x: torch.Tensor, who: str, expected: str) -> None:
+    """A nested or quantized tensor from a callback: a TypeError naming it (a nested tensor
+    has no shape to read; a quantized one no float32 values)."""
+    if x.is_nested or x.is_quantized:
+        raise TypeError(f"{who} a {'nested' if x.is_nested else f'quantized {x.dtype}'} tensor, expected {expected}")
+
+
+def _check_token_range(ids: List[int], vocab: Optional[int], who: str, source: str) -> None:
+    """A drafter's token ids before they reach the target's callback: each in [0, V) where V
+    is known (`source` names where from), else at least >= 0. `who` names the drafter's
+    tokens ("draft_step's tokens")."""
+    low, high = min(ids), max(ids)
+    if low >= 0 and (vocab is None or high < vocab):
+        return
+    i = next(i for i, t in enumerate(ids) if t < 0 or (vocab is not None and t >= vocab))
+    if vocab is None:
+        raise ValueError(f"{who}[{i}] = {ids[i]} is negative; token ids are >= 0")
+    raise ValueError(f"{who}[{i}] = {ids[i]} is outside the vocabulary [0, {vocab}) of {source}")
+
+
 def _check_draft_logits(x) -> None:
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"draft_logits_step returned {_kind(x)}, expected a float32 tensor [V]")
+    _dense(x, "draft_logits_step returned", "a float32 tensor [V]")
     if x.dtype != torch.float32:
         raise TypeError(f"draft_logits_step returned logits of dtype {x.dtype}, expected torch.float32")
     if x.dim() != 1:
@@ -480,7 +503,7 @@ class SpeculativeDecoder:
         k = _count(k, "k", self.MAX_K)
         greedy = _flag(greedy, "greedy")
         if generator is not None and not isinstance(generator, torch.Generator):
-            raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+            raise TypeError(f"generator must be a torch.Generator or None, got {_type_name(generator)}")
         method = _method("SpeculativeDecoder", method)
         if verifier is None:
             verifier = _greedy_verifier if greedy else _accept_verifier(method)
@@ -502,6 +525,9 @@ class SpeculativeDecoder:
         self.warping: Optional[dict] = None
         self._target_name = "target_step"
         self._draft_rows_name = "draft_step returned probs"
+        # (stats, V): V of the target's rows in the generation that `stats` counts, once its
+        # first target call returned them (_verify); draft tokens are checked against it.
+        self._vocab_seen: Optional[tuple] = None
 
     def __repr__(self) -> str:
         method = "" if self.method == "token" else f", method={self.method!r}"
@@ -591,7 +617,7 @@ class SpeculativeDecoder:
                 raise TypeError(f"{what}: {name} must be callable, got {type(f).__name__}")
         temperature, top_k, top_p, min_p = _warp_params(what, temperature, top_k, top_p, min_p)
         if generator is not None and not isinstance(generator, torch.Generator):
-            raise TypeError(f"{what}: generator must be a torch.Generator or None, got {type(generator).__name__}")
+            raise TypeError(f"{what}: generator must be a torch.Generator or None, got {_type_name(generator)}")
         method = _method(what, method)
         greedy = temperature == 0.0
         # accept_logits learns `method` with block verification; "token" is its default, and
@@ -620,20 +646,27 @@ class SpeculativeDecoder:
 
         def draft_step(prefix: List[int], k: int):
             seq, start, rows, bounds = prefix, len(prefix), None, []  # prefix: the loop's own fresh copy
+            vocab = None  # the round's first V: rows of another V could not be stacked
             for i in range(k):
                 x = draft_logits_step(seq[:])
                 if not (type(x) is _Tensor and x.dtype is _float32 and x.dim() == 1 and x.is_cpu):
                     x = _from_array(x, "draft_logits_step returned")
                     _check_draft_logits(x)
+                if vocab is None:
+                    vocab = x.shape[0]
+                    known = dec._known_vocab()  # greedy too: argmax tokens of a wider row could not fit
+                    if known is not None and vocab != known:
+                        raise ValueError(f"draft_logits_step returned logits with V = {vocab} columns but "
+                                         f"target_logits_step returned rows with V = {known}")
+                elif x.shape[0] != vocab:
+                    raise ValueError(f"draft_logits_step returned logits of shape [{x.shape[0]}] after {len(seq)} "
+                                     f"tokens, but of shape [{vocab}] after {start} in the same round: V must "
+                                     f"not change")
                 if not greedy:
                     # Copied at once: a callback may hand out a view of a buffer that its next
                     # call overwrites (the llama.cpp adapter does).
                     if rows is None:
-                        rows = torch.empty((k, x.shape[0]), dtype=_float32)
-                    elif x.shape[0] != rows.shape[1]:
-                        raise ValueError(f"draft_logits_step returned logits of shape {list(x.shape)} after "
-                                         f"{len(seq)} tokens, but [{rows.shape[1]}] earlier in the same round; "
-                                         f"expected one vocabulary size V")
+                        rows = torch.empty((k, vocab), dtype=_float32)
                     rows[i].copy_(x)
                 try:
                     if greedy:
@@ -896,6 +929,7 @@ class SpeculativeDecoder:
         # tensor that already is one) costs a few attribute reads.
         if not (type(tokens) is _Tensor and tokens.dtype is _int64 and tokens.is_cpu):
             tokens = _token_tensor(tokens, "draft_step's tokens").to(_int64)
+        _dense(tokens, "draft_step returned tokens as", "a 1-D integer tensor or a list of ints")
         if tokens.dim() != 1:
             raise ValueError(f"draft_step's tokens must be 1-D, at most k = {k} ids, got shape {list(tokens.shape)}")
         j = tokens.shape[0]
@@ -904,11 +938,14 @@ class SpeculativeDecoder:
         if not tokens.is_contiguous():
             tokens = tokens.contiguous()
         if self.greedy or probs is None:  # greedy: probs unused; sampling: one-hot drafts
+            if j:
+                self._check_proposed(tokens, None)
             return tokens, None
         rows = self._draft_rows_name  # "draft_step returned probs" (or logits, from_logits)
         probs = _from_array(probs, rows + " as")
         if not isinstance(probs, torch.Tensor):
             raise TypeError(f"{rows} as {_kind(probs)}, expected a float32 tensor [j, V] or None")
+        _dense(probs, rows + " as", "a float32 tensor [j, V] or None")
         if probs.dtype != torch.float32:
             raise TypeError(f"{rows} of dtype {probs.dtype}, expected torch.float32")
         if probs.dim() != 2 or probs.shape[0] != j:
@@ -916,11 +953,32 @@ class SpeculativeDecoder:
                              f"the number of tokens it returned")
         if not probs.is_cpu:
             raise ValueError(f"{rows} on {probs.device}, expected a tensor on the CPU")
+        if j:
+            self._check_proposed(tokens, probs)
         return tokens, probs
+
+    def _known_vocab(self) -> Optional[int]:
+        """V of the target's rows in this generation, once its first target call returned them."""
+        seen = self._vocab_seen
+        return seen[1] if seen is not None and seen[0] is self.stats else None
+
+    def _check_proposed(self, tokens: torch.Tensor, probs: Optional[torch.Tensor]) -> None:
+        """The j > 0 draft tokens in [0, V) before target_step sees them: V of the target's rows
+        once this generation has had them (the draft's rows must have it too), else of the
+        draft's rows if any; else >= 0."""
+        vocab, source = self._known_vocab(), f"{self._target_name}'s rows"
+        if probs is not None:
+            if vocab is not None and probs.shape[1] != vocab:
+                raise ValueError(f"{self._draft_rows_name} with V = {probs.shape[1]} columns but "
+                                 f"{self._target_name} returned rows with V = {vocab}")
+            vocab, source = probs.shape[1], f"{self._draft_rows_name.partition(' ')[0]}'s rows"
+        who = f"{self._draft_rows_name.partition(' ')[0]}'s tokens"  # draft_step's (draft_logits_step's)
+        _check_token_range(tokens.tolist(), vocab, who, source)
 
     def _check_target(self, rows, k: int) -> int:
         if not isinstance(rows, torch.Tensor):
             raise TypeError(f"{self._target_name} returned {_kind(rows)}, expected a float32 tensor [j+1, V]")
+        _dense(rows, f"{self._target_name} returned", "a float32 tensor [j+1, V]")
         if rows.dtype != torch.float32:
             raise TypeError(f"{self._target_name} returned rows of dtype {rows.dtype}, expected torch.float32")
         if rows.dim() != 2 or rows.shape[0] != k + 1 or rows.shape[1] == 0:
@@ -937,6 +995,7 @@ class SpeculativeDecoder:
         if type(rows) is not _Tensor:
             rows = _from_array(rows, f"{self._target_name} returned")
         vocab = self._check_target(rows, k)
+        self._vocab_seen = (self.stats, vocab)  # for the next rounds' draft tokens (_check_proposed)
         if not self.greedy:
             if probs is None:
                 if k == 0:  # nothing was drafted: an empty [0, V], whoever drafts
@@ -951,6 +1010,8 @@ class SpeculativeDecoder:
             who = _culprit(e)
             if who is None:
                 raise
+            if who.startswith("draft_step"):  # from_logits: the drafter may be draft_logits_step
+                who = self._draft_rows_name.partition(" ")[0] + who[len("draft_step"):]
             raise type(e)(f"SpeculativeDecoder: the verification op rejected {who}: {e}") from e
         if not (type(result) is tuple and len(result) == 2):
             if not isinstance(result, (tuple, list)) or len(result) != 2:

@@ -33,8 +33,8 @@ from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 
-from ._api import _flag, _index, _kind, _token_tensor, _warp_params, verify_tree, verify_tree_probs
-from .decoder import SpeculativeDecoder, _RateStats, _count, _now, _stop_set
+from ._api import _flag, _index, _kind, _token_tensor, _type_name, _warp_params, verify_tree, verify_tree_probs
+from .decoder import SpeculativeDecoder, _RateStats, _check_token_range, _count, _dense, _now, _stop_set
 
 DraftTree = Callable[[List[int]], Tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]]
 TargetTreeStep = Callable[[List[int], torch.Tensor, torch.Tensor], torch.Tensor]
@@ -172,7 +172,7 @@ class TreeDecoder(SpeculativeDecoder):
             if not callable(f):
                 raise TypeError(f"{what}: {name} must be callable, got {type(f).__name__}")
         if generator is not None and not isinstance(generator, torch.Generator):
-            raise TypeError(f"{what}: generator must be a torch.Generator or None, got {type(generator).__name__}")
+            raise TypeError(f"{what}: generator must be a torch.Generator or None, got {_type_name(generator)}")
         if verifier is not None and not callable(verifier):
             raise TypeError(f"{what}: verifier must be callable or None, got {type(verifier).__name__}")
         self.draft_tree = draft_tree
@@ -184,6 +184,7 @@ class TreeDecoder(SpeculativeDecoder):
         self.verifier = verifier if verifier is not None else self._default_verifier()
         self.stats = TreeDecodeStats()
         self._target_name = target_name
+        self._vocab_seen: Optional[tuple] = None  # (stats, V), as SpeculativeDecoder keeps it
 
     def __repr__(self) -> str:
         if self.warping is not None:
@@ -292,6 +293,7 @@ class TreeDecoder(SpeculativeDecoder):
         for name, x in (("tokens", tokens), ("parents", parents)):
             if not (type(x) is _Tensor and x.dtype is _int64 and x.is_cpu):
                 x = _token_tensor(x, f"draft_tree's {name}").to(_int64)
+            _dense(x, f"draft_tree returned {name} as", "a 1-D integer tensor or a list of ints")
             if x.dim() != 1:
                 raise ValueError(f"draft_tree's {name} must be 1-D, got shape {list(x.shape)}")
             ids.append(x.contiguous())
@@ -299,11 +301,16 @@ class TreeDecoder(SpeculativeDecoder):
         n = tokens.shape[0]
         if parents.shape[0] != n:
             raise ValueError(f"draft_tree returned {n} tokens but {parents.shape[0]} parents")
+        seen = self._vocab_seen  # V of the target's rows in this generation, once known
+        vocab = seen[1] if seen is not None and seen[0] is self.stats else None
         if self.greedy or rows is None:  # greedy: draft rows unused; sampling: deterministic children
+            if n:
+                _check_token_range(tokens.tolist(), vocab, "draft_tree's tokens", f"{self._target_name}'s rows")
             return tokens, parents, None
         what = "draft_tree's rows"
         if not isinstance(rows, torch.Tensor):
             raise TypeError(f"{what}: got {_kind(rows)}, expected a float32 tensor [N+1, V] or None")
+        _dense(rows, "draft_tree returned rows as", "a float32 tensor [N+1, V] or None")
         if rows.dtype != _float32:
             raise TypeError(f"{what} have dtype {rows.dtype}, expected torch.float32")
         if rows.dim() != 2 or rows.shape[0] != n + 1:
@@ -311,12 +318,18 @@ class TreeDecoder(SpeculativeDecoder):
                              f"of nodes it returned")
         if not rows.is_cpu:
             raise ValueError(f"{what} are on {rows.device}, expected a tensor on the CPU")
+        if vocab is not None and rows.shape[1] != vocab:
+            raise ValueError(f"draft_tree's rows have V = {rows.shape[1]} columns but {self._target_name} "
+                             f"returned rows with V = {vocab}")
+        if n:
+            _check_token_range(tokens.tolist(), rows.shape[1], "draft_tree's tokens", "draft_tree's rows")
         return tokens, parents, rows
 
     def _check_target(self, rows, n: int) -> int:
         name = self._target_name
         if not isinstance(rows, torch.Tensor):
             raise TypeError(f"{name} returned {_kind(rows)}, expected a float32 tensor [N+1, V]")
+        _dense(rows, f"{name} returned", "a float32 tensor [N+1, V]")
         if rows.dtype != _float32:
             raise TypeError(f"{name} returned rows of dtype {rows.dtype}, expected torch.float32")
         if rows.dim() != 2 or rows.shape[0] != n + 1 or rows.shape[1] == 0:
@@ -329,6 +342,7 @@ class TreeDecoder(SpeculativeDecoder):
     def _verify(self, rows, draft_rows, tokens, parents, parent_list) -> Tuple[List[int], int]:
         n = len(parent_list)
         vocab = self._check_target(rows, n)
+        self._vocab_seen = (self.stats, vocab)  # for the next rounds' draft tokens (_check_tree)
         if draft_rows is not None and draft_rows.shape[1] != vocab:
             raise ValueError(f"draft_tree's rows have V = {draft_rows.shape[1]} columns but {self._target_name} "
                              f"returned rows with V = {vocab}")
