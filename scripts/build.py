@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Local build of the kernel, laid out exactly as kernel-builder lays out a Hub variant.
 
-    build/torch<MAJ><MIN>-cxx11-cpu-<arch>-linux/
+    build/torch<MAJ><MIN>-cxx11-cpu-<arch>-linux/      (--stable-abi X.Y: torch-stable-abi<X><Y>-cpu-<arch>-linux/)
         __init__.py, ...            the Python files of torch-ext/spec_verify
         _ops.py                     generated: binds `ops` to the extension's op namespace
         _spec_verify_cpu_<id>.abi3.so
@@ -14,12 +14,17 @@ targets manylinux_2_28 (glibc 2.28) although this machine's glibc and GCC are ne
 scripts/manylinux/ and the README's build notes; scripts/abi_check.py verifies the result.
 
 Usage: scripts/build.py [--arch x86_64|aarch64] [--torch-dir DIR] [--cxx COMPILER]
-                       [--python-include DIR]
+                       [--python-include DIR] [--stable-abi X.Y] [--out DIR]
 The defaults build for this machine against the torch that runs this script. A cross build
 names the target's torch package directory (for its headers, libraries and version) and the
 target's Python headers (pyconfig.h differs per architecture); the compiler defaults to
 <arch>-linux-gnu-g++. Example (the aarch64 variant on an x86-64 machine):
     scripts/build.py --arch aarch64 --torch-dir .../site/torch --python-include .../python3.11
+
+--stable-abi X.Y builds the binding on the LibTorch stable ABI instead (torch-ext/stable/,
+torch/csrc/stable and torch/headeronly only, compiled with TORCH_TARGET_VERSION = X.Y), as
+kernel-builder does for `[torch.stable-abi] cpu = "X.Y"`: one variant that `kernels` loads on
+torch X.Y and every later torch. The torch it is built against must be X.Y or newer.
 """
 from __future__ import annotations
 
@@ -64,9 +69,24 @@ def torch_version(torch_dir: Path) -> str:
     return re.search(r"^__version__\s*=\s*['\"]([^'\"]+)", text, re.M).group(1)
 
 
-def variant_name(version: str, arch: str) -> str:
+def variant_name(version: str, arch: str, stable_abi: str | None = None) -> str:
+    if stable_abi is not None:
+        # kernel-builder's name (nix-builder/lib/variants/torch.nix), which kernels/variants.py
+        # parses as a stable-ABI arch variant: no C++ ABI tag.
+        major, minor = stable_abi.split(".")[:2]
+        return f"torch-stable-abi{major}{minor}-cpu-{arch}-linux"
     major, minor = version.split(".")[:2]
     return f"torch{major}{minor}-cxx11-cpu-{arch}-linux"
+
+
+def version_tuple(version: str) -> tuple:
+    return tuple(int(re.match(r"\d+", x).group()) for x in version.split(".")[:2])
+
+
+def target_version_flag(stable_abi: str) -> str:
+    # TORCH_TARGET_VERSION as torch/csrc/stable/version.h defines it: major << 56 | minor << 48.
+    major, minor = version_tuple(stable_abi)
+    return f"-DTORCH_TARGET_VERSION={hex((major << 56) | (minor << 48))}"
 
 
 def kernel_id() -> str:
@@ -84,8 +104,28 @@ def kernel_id() -> str:
     return tree + ("_dirty" if dirty else "")
 
 
-def registration_header() -> str:
+def registration_header(stable: bool = False) -> str:
     # What kernel-builder generates as registration.h, reduced to what the binding uses.
+    if stable:
+        return """#pragma once
+#include <Python.h>
+#include <torch/csrc/stable/library.h>
+
+#define _SPEC_VERIFY_CONCAT(A, B) A##B
+#define SPEC_VERIFY_CONCAT(A, B) _SPEC_VERIFY_CONCAT(A, B)
+#define _SPEC_VERIFY_STRINGIFY(A) #A
+#define SPEC_VERIFY_STRINGIFY(A) _SPEC_VERIFY_STRINGIFY(A)
+
+#define STABLE_TORCH_LIBRARY_EXPAND(NAME, MODULE) STABLE_TORCH_LIBRARY(NAME, MODULE)
+#define STABLE_TORCH_LIBRARY_IMPL_EXPAND(NAME, DEVICE, MODULE) STABLE_TORCH_LIBRARY_IMPL(NAME, DEVICE, MODULE)
+
+#define REGISTER_EXTENSION(NAME)                                                       \\
+  PyMODINIT_FUNC SPEC_VERIFY_CONCAT(PyInit_, NAME)() {                                 \\
+    static struct PyModuleDef module = {PyModuleDef_HEAD_INIT,                         \\
+                                        SPEC_VERIFY_STRINGIFY(NAME), nullptr, 0, nullptr}; \\
+    return PyModule_Create(&module);                                                   \\
+  }
+"""
     return """#pragma once
 #include <Python.h>
 #include <torch/library.h>
@@ -154,6 +194,8 @@ def main() -> int:
     ap.add_argument("--python-include", type=Path,
                     help="the target's Python headers (Python.h, pyconfig.h); default: this Python's, natively")
     ap.add_argument("--out", type=Path, default=ROOT / "build")
+    ap.add_argument("--stable-abi", metavar="X.Y",
+                    help="build the stable-ABI binding (torch-ext/stable/) for torch X.Y and later")
     args = ap.parse_args()
     start = time.monotonic()
     cross = args.arch != host
@@ -173,7 +215,11 @@ def main() -> int:
         import torch
         args.torch_dir = Path(torch.__file__).parent
     torch_dir = args.torch_dir.resolve()
-    variant = variant_name(torch_version(torch_dir), args.arch)
+    version = torch_version(torch_dir)
+    stable = args.stable_abi is not None
+    if stable and version_tuple(version) < version_tuple(args.stable_abi):
+        raise BuildError(f"torch {version} is older than the stable ABI {args.stable_abi} asked for")
+    variant = variant_name(version, args.arch, args.stable_abi)
     ident = kernel_id()
     ext = f"_{PY_NAME}_cpu_{ident}"
 
@@ -182,22 +228,30 @@ def main() -> int:
     gen_dir = args.out / ".gen" / variant
     for d in (out_dir, obj_dir, gen_dir):
         d.mkdir(parents=True, exist_ok=True)
-    write_if_changed(gen_dir / "registration.h", registration_header())
+    registration = registration_header(stable)
+    write_if_changed(gen_dir / "registration.h", registration)
 
     csrc = ROOT / "csrc"
     headers = b"".join(p.read_bytes() for p in sorted(csrc.glob("*.h")))
-    headers += (ROOT / "torch-ext" / "torch_binding.h").read_bytes() + registration_header().encode()
+    binding_dir = ROOT / "torch-ext" / ("stable" if stable else "")
+    binding_sources = sorted(binding_dir.glob("*.cpp"))
+    headers += b"".join(p.read_bytes() for p in sorted(binding_dir.glob("*.h"))) + registration.encode()
     headers += b"".join(p.read_bytes() for p in sorted(MANYLINUX.rglob("*.h")))
-    torch_inc = [f"-I{torch_dir / 'include'}", f"-I{torch_dir / 'include/torch/csrc/api/include'}"]
+    torch_inc = [f"-I{torch_dir / 'include'}"]
+    if stable:
+        torch_inc.append(target_version_flag(args.stable_abi))
+    else:
+        torch_inc.append(f"-I{torch_dir / 'include/torch/csrc/api/include'}")
     py_inc = f"-I{args.python_include}"
 
     jobs = []  # (source, flags)
     arch_flags = ARCH_FLAGS[args.arch]
     for source in sorted(csrc.glob("*.cpp")):  # every kernel file, as build.toml lists them
         jobs.append((source, KERNEL_FLAGS + arch_flags + COMPAT_FLAGS + [f"-I{csrc}"]))
-    jobs.append((ROOT / "torch-ext" / "torch_binding.cpp",
-                 BINDING_FLAGS + arch_flags + COMPAT_FLAGS
-                 + [f"-DTORCH_EXTENSION_NAME={ext}", f"-I{csrc}", f"-I{gen_dir}", py_inc] + torch_inc))
+    for source in binding_sources:  # torch-ext/torch_binding.cpp, or the stable binding's files
+        jobs.append((source, BINDING_FLAGS + arch_flags + COMPAT_FLAGS
+                     + [f"-DTORCH_EXTENSION_NAME={ext}", f"-I{csrc}", f"-I{binding_dir}", f"-I{gen_dir}", py_inc]
+                     + torch_inc))
     jobs.append((COMPAT_SOURCE, COMPAT_CXX_FLAGS + arch_flags + COMPAT_FLAGS))
 
     def compile_one(job):
@@ -222,7 +276,8 @@ def main() -> int:
     # interpreter, and the ops need only libtorch_cpu (and c10).
     link = [args.cxx, "-shared", "-o", str(so), *map(str, objects), f"-Wl,--version-script={EXPORTS_MAP}",
             f"-L{torch_dir / 'lib'}", f"-Wl,-rpath-link,{torch_dir / 'lib'}",
-            "-Wl,--no-as-needed", "-lc10", "-ltorch_cpu", "-ltorch", "-Wl,--as-needed"]
+            "-Wl,--no-as-needed", *(["-ltorch_cpu"] if stable else ["-lc10", "-ltorch_cpu", "-ltorch"]),
+            "-Wl,--as-needed"]
     link_key = hashlib.sha1(" ".join(link).encode() + EXPORTS_MAP.read_bytes()).hexdigest()
     link_stamp = obj_dir / "link.key"
     if (compiled or not so.exists() or stale
