@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Local build of the kernel, laid out exactly as kernel-builder lays out a Hub variant.
 
-    build/torch<MAJ><MIN>-cxx11-cpu-<arch>-linux/      (--stable-abi X.Y: torch-stable-abi<X><Y>-cpu-<arch>-linux/)
+    build/torch-stable-abi213-cpu-<arch>-linux/     (torch 2.13 and later; see below)
+    build/torch<MAJ><MIN>-cxx11-cpu-<arch>-linux/    (an older torch)
         __init__.py, ...            the Python files of torch-ext/spec_verify
         _ops.py                     generated: binds `ops` to the extension's op namespace
         _spec_verify_cpu_<id>.abi3.so
@@ -14,17 +15,20 @@ targets manylinux_2_28 (glibc 2.28) although this machine's glibc and GCC are ne
 scripts/manylinux/ and the README's build notes; scripts/abi_check.py verifies the result.
 
 Usage: scripts/build.py [--arch x86_64|aarch64] [--torch-dir DIR] [--cxx COMPILER]
-                       [--python-include DIR] [--stable-abi X.Y] [--out DIR]
+                       [--python-include DIR] [--stable-abi X.Y | --versioned] [--out DIR]
 The defaults build for this machine against the torch that runs this script. A cross build
 names the target's torch package directory (for its headers, libraries and version) and the
 target's Python headers (pyconfig.h differs per architecture); the compiler defaults to
 <arch>-linux-gnu-g++. Example (the aarch64 variant on an x86-64 machine):
     scripts/build.py --arch aarch64 --torch-dir .../site/torch --python-include .../python3.11
 
---stable-abi X.Y builds the binding on the LibTorch stable ABI instead (torch-ext/stable/,
-torch/csrc/stable and torch/headeronly only, compiled with TORCH_TARGET_VERSION = X.Y), as
-kernel-builder does for `[torch.stable-abi] cpu = "X.Y"`: one variant that `kernels` loads on
-torch X.Y and every later torch. The torch it is built against must be X.Y or newer.
+Against torch 2.13 or later the binding is built on the LibTorch stable ABI (torch-ext/stable/,
+torch/csrc/stable and torch/headeronly only, compiled with TORCH_TARGET_VERSION = 2.13), as
+kernel-builder builds build.toml's `[torch.stable-abi] cpu = "2.13"`: the one variant
+torch-stable-abi213-cpu-<arch>-linux, which `kernels` loads on torch 2.13 and every later
+torch. Against an older torch (2.12 for its users, 2.10 for the emulated aarch64 tests) it is
+torch-ext/torch_binding.cpp, torch<MAJ><MIN>-cxx11-cpu-<arch>-linux. --stable-abi X.Y and
+--versioned choose explicitly.
 """
 from __future__ import annotations
 
@@ -62,6 +66,9 @@ EXPORTS_MAP = MANYLINUX / "exports.map"
 # pinned because a toolchain's default could be newer. x86-64: the compiler's baseline; AVX2
 # is enabled per function and chosen at run time.
 ARCH_FLAGS = {"x86_64": [], "aarch64": ["-march=armv8-a"]}
+# The stable ABI the stable binding targets (build.toml's [torch.stable-abi]): the first with
+# torch::stable::Generator, which the ops that take a generator need.
+STABLE_ABI = "2.13"
 
 
 def torch_version(torch_dir: Path) -> str:
@@ -195,7 +202,10 @@ def main() -> int:
                     help="the target's Python headers (Python.h, pyconfig.h); default: this Python's, natively")
     ap.add_argument("--out", type=Path, default=ROOT / "build")
     ap.add_argument("--stable-abi", metavar="X.Y",
-                    help="build the stable-ABI binding (torch-ext/stable/) for torch X.Y and later")
+                    help=f"build the stable-ABI binding (torch-ext/stable/) for torch X.Y and later "
+                         f"(default: {STABLE_ABI} against torch {STABLE_ABI} or later)")
+    ap.add_argument("--versioned", action="store_true",
+                    help="build torch-ext/torch_binding.cpp for the given torch only, whatever its version")
     args = ap.parse_args()
     start = time.monotonic()
     cross = args.arch != host
@@ -216,6 +226,10 @@ def main() -> int:
         args.torch_dir = Path(torch.__file__).parent
     torch_dir = args.torch_dir.resolve()
     version = torch_version(torch_dir)
+    if args.stable_abi is None and not args.versioned and version_tuple(version) >= version_tuple(STABLE_ABI):
+        args.stable_abi = STABLE_ABI
+    if args.versioned:
+        args.stable_abi = None
     stable = args.stable_abi is not None
     if stable and version_tuple(version) < version_tuple(args.stable_abi):
         raise BuildError(f"torch {version} is older than the stable ABI {args.stable_abi} asked for")
