@@ -4,7 +4,7 @@
 // thrown by a stable kernel reaches Python as a ValueError with exactly its what(), as
 // TORCH_CHECK_VALUE's message does; nothing thrown from C++ through the stable ABI becomes a
 // TypeError. TypeErrors are thrown as std::runtime_error (RuntimeError in Python) with the
-// same text: a difference from torch_binding.cpp that the README's requirements note.
+// same text: a difference from torch_binding.cpp that DESIGN.md ("The stable-ABI binding") notes.
 #pragma once
 
 #include <torch/csrc/stable/device.h>
