@@ -57,9 +57,10 @@ def _rows(t) -> int:
 
 
 def _call(drawn, count, generator, args):
-    """drawn(*args, uniforms) with `count` uniforms from generator (None: the default one)."""
+    """drawn(*args, uniforms) with `count` uniforms from generator (None: the default one).
+    The op gets the generator as given (its device check; a torch function mode sees it)."""
     gen = _default_generator if generator is None else generator
-    if count == 0 or not isinstance(gen, torch.Generator) or gen.device.type != "cpu":
+    if count == 0 or gen.device.type != "cpu":
         # Nothing to draw, or the op's own checks raise (a generator off the CPU among them).
         return drawn(*args, _EMPTY)
     state = gen.get_state()
@@ -119,7 +120,7 @@ def kernels(ops) -> dict:
         "_drawn_verify_tree_probs_ints", "_drawn_verify_batch", "_drawn_verify_batch_probs")}
 
     def accept(target_probs, draft_probs, draft_tokens, generator=None, method="token"):
-        return _call(d["_drawn_accept"], _rows(target_probs), generator,
+        return _call(d["_drawn_accept"], target_probs.shape[0] if target_probs.dim() == 2 else 0, generator,
                      (target_probs, draft_probs, draft_tokens, generator, method))
 
     def _sample_rows(logits, temperature):
