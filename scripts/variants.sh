@@ -155,5 +155,5 @@ case "${1:-all}" in
   build) build ;;
   test) test_x86 ;;
   all) build; test_x86 ;;
-  *) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
