@@ -118,3 +118,27 @@ def test_type_errors(sv):
         sv.verify_greedy(p, torch.tensor([1, 2]))
     with pytest.raises(RuntimeError if stable_build(sv) else TypeError, match=message):
         sv.ops.verify_greedy(p, torch.tensor([1, 2]))
+
+
+@pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
+def test_kernels_chooses_torch212_then_the_stable_variant(machine):
+    """What `kernels` 0.17.2 picks among the Hub folder's variants (scripts/hub.py's release
+    set, with the emulated tests' torch210 beside it) on each torch: torch212 on 2.12, the
+    stable one on 2.13 and every later torch, nothing before 2.10 or on 2.11."""
+    from kernels.variants import _resolve_variant_for_system, _select_backend, parse_variant
+    from packaging.version import Version
+
+    names = ["torch212-cxx11-cpu-x86_64-linux", "torch212-cxx11-cpu-aarch64-linux",
+             "torch-stable-abi213-cpu-x86_64-linux", "torch-stable-abi213-cpu-aarch64-linux",
+             "torch210-cxx11-cpu-aarch64-linux"]
+    variants = [parse_variant(n) for n in names]
+    want = {"2.9": None, "2.10": "torch210-cxx11-cpu-aarch64-linux" if machine == "aarch64" else None,
+            "2.11": None, "2.12": f"torch212-cxx11-cpu-{machine}-linux"}
+    want.update({v: f"torch-stable-abi213-cpu-{machine}-linux" for v in ("2.13", "2.14", "2.15", "2.20")})
+    for version, expected in want.items():
+        chosen, _ = _resolve_variant_for_system(variants, _select_backend("cpu"), machine, "linux",
+                                                Version(version), True, None)
+        got = None
+        if chosen:
+            got = next(n for n, v in zip(names, variants) if v == chosen[0])
+        assert got == expected, f"torch {version} on {machine}: {got}, expected {expected}"
