@@ -70,9 +70,10 @@ abi: build cross-build
 
 test: native insn-budget pytest emulated abi
 
-# The release variants besides `make build`'s: torch 2.12 (x86-64, aarch64) and 2.13 (aarch64),
-# each built against its PyPI wheel; the x86-64 torch 2.12 one tested under torch 2.12 in its own
-# venv (scripts/variants.sh). About 6 min and 6 GB of downloads cold (cached); not in `make test`.
+# The release variants besides `make build`'s: torch212 (x86-64, aarch64) and the stable-ABI one
+# for aarch64, each built against its PyPI wheel; the x86-64 ones tested under torch 2.12.1 and
+# 2.14.1, each in its own venv (scripts/variants.sh). About 10 min and 10 GB of downloads cold
+# (cached); not in `make test`.
 variants-build: setup emulated-env
 	@PY=$(PY) $(STAGE) variants-build scripts/variants.sh build
 
@@ -83,7 +84,8 @@ variants: build variants-build
 # upload command (scripts/hub.py). Nothing is uploaded.
 hub: build cross-build variants-build
 	@$(STAGE) hub $(PY) scripts/hub.py --python $(PY) \
-	  $$(v=$${SPEC_VERIFY_CACHE:-$$HOME/.cache/spec-verify}/variants/venv-torch2.12.1/bin/python; [ -x $$v ] && echo --python $$v)
+	  $$(for t in 2.12.1 2.14.1; do v=$${SPEC_VERIFY_CACHE:-$$HOME/.cache/spec-verify}/variants/venv-torch$$t/bin/python; \
+	     [ -x $$v ] && echo --python $$v; done)
 
 # llama.cpp: spec_verify.llama_cpp against a real llama.cpp on tiny GGUF models written by
 # the tests. llama-cpp-python is built from source once (5-14 minutes on 2 cores) into

@@ -3,13 +3,19 @@
 
     scripts/abi_check.py [DIR ...]        default: build/
 
-For each variant directory (torch<MAJ><MIN>-cxx11-cpu-<arch>-linux) under each DIR:
+For each variant directory (torch<MAJ><MIN>-cxx11-cpu-<arch>-linux, or
+torch-stable-abi<MAJ><MIN>-cpu-<arch>-linux) under each DIR:
 - its extension (`_spec_verify_cpu_<id>.abi3.so`, exactly one) passes kernel-abi-check's
   `check_manylinux("manylinux_2_28")` and `check_python_abi("3.9")`;
 - it is an ELF shared object for the arch its directory names, and exports nothing but
   `PyInit_<id>` (scripts/manylinux/exports.map);
 - metadata.json names the same id and the fields `kernels` reads;
-- `_ops.py` binds the same id.
+- `_ops.py` binds the same id;
+- a stable-ABI variant uses nothing of torch but its stable ABI, as kernel-builder's
+  `check_torch_stable_abi` requires: no undefined C++ symbol of c10::, at:: or torch:: other
+  than torch::stable::, every C shim function it calls declared by the headers of torch
+  <MAJ>.<MIN> (given with --stable-headers, default: the running torch's, when that is the
+  version), and it links no torch library but libtorch_cpu.
 Prints one line per variant with the newest symbol version it needs from each library
 (glibc, libstdc++, libgcc), read from the ELF's version references. Exits 1 on any failure.
 """
@@ -24,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 POLICY = "manylinux_2_28"
 PYTHON_ABI = "3.9"
-VARIANT = re.compile(r"^torch(\d)(\d+)-cxx11-cpu-(x86_64|aarch64)-linux$")
+VARIANT = re.compile(r"^torch(?:(-stable-abi)?(\d)(\d+)-cpu|(\d)(\d+)-cxx11-cpu)-(x86_64|aarch64)-linux$")
 ELF_MACHINE = {"x86_64": 62, "aarch64": 183}  # e_machine
 
 
@@ -75,7 +81,7 @@ def check_variant(vdir: Path) -> list:
 
     problems = []
     m = VARIANT.match(vdir.name)
-    arch = m.group(3)
+    arch = m.group(6)
     sos = sorted(vdir.glob("_spec_verify_cpu_*.abi3.so"))
     if len(sos) != 1:
         return [f"expected one _spec_verify_cpu_*.abi3.so, found {[p.name for p in sos]}"]
@@ -108,7 +114,51 @@ def check_variant(vdir: Path) -> list:
     for f in ("__init__.py", "_api.py", "decoder.py"):
         if not (vdir / f).is_file():
             problems.append(f"{f} missing")
+    if m.group(1):
+        problems += stable_abi_problems(so)
     return problems
+
+
+def undefined(path: Path) -> list:
+    out = subprocess.run(["nm", "-D", "--undefined-only", str(path)], capture_output=True, text=True,
+                         check=True).stdout
+    return [line.split()[-1].split("@")[0] for line in out.splitlines() if line.strip()]
+
+
+def stable_abi_problems(so: Path) -> list:
+    """What kernel-abi-check's check_torch_stable_abi reports (not in the kernel-abi-check
+    wheel this project pins): C++ symbols of torch outside torch::stable, and the libraries."""
+    problems = []
+    names = undefined(so)
+    demangled = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True,
+                               check=True).stdout.splitlines()
+    for d in demangled:
+        if d.startswith(("c10::", "at::", "torch::")) and not d.startswith("torch::stable::"):
+            problems.append(f"stable ABI: uses {d}")
+    shims = sorted(n for n in names if n.startswith(("aoti_torch_", "torch_")))
+    declared = shim_declarations()
+    if declared is not None:
+        for n in shims:
+            if n not in declared:
+                problems.append(f"stable ABI: {n} is not in the stable ABI headers of this torch")
+    needed = [line.split()[-1] for line in subprocess.run(["objdump", "-p", str(so)], capture_output=True, text=True,
+                                                         check=True).stdout.splitlines() if "NEEDED" in line]
+    extra = [lib for lib in needed if lib.startswith(("libc10", "libtorch")) and lib != "libtorch_cpu.so"]
+    if extra:
+        problems.append(f"stable ABI: links {extra} (only libtorch_cpu.so holds the stable ABI's C shim)")
+    return problems
+
+
+def shim_declarations():
+    """The C shim functions the running torch's stable-ABI headers declare, or None."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    inc = Path(torch.__file__).parent / "include" / "torch" / "csrc"
+    text = "".join(p.read_text(errors="replace") for d in ("stable", "inductor/aoti_torch")
+                   for p in (inc / d).rglob("*.h"))
+    return set(re.findall(r"\b((?:aoti_torch|torch)_[A-Za-z0-9_]+)\s*\(", text))
 
 
 def main(argv) -> int:

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Local build of the kernel, laid out exactly as kernel-builder lays out a Hub variant.
 
-    build/torch<MAJ><MIN>-cxx11-cpu-<arch>-linux/
+    build/torch-stable-abi213-cpu-<arch>-linux/     (torch 2.13 and later; see below)
+    build/torch<MAJ><MIN>-cxx11-cpu-<arch>-linux/    (an older torch)
         __init__.py, ...            the Python files of torch-ext/spec_verify
         _ops.py                     generated: binds `ops` to the extension's op namespace
         _spec_verify_cpu_<id>.abi3.so
@@ -18,12 +19,20 @@ targets manylinux_2_28 (glibc 2.28) although this machine's glibc and GCC are ne
 scripts/manylinux/ and the README's build notes; scripts/abi_check.py verifies the result.
 
 Usage: scripts/build.py [--arch x86_64|aarch64] [--torch-dir DIR] [--cxx COMPILER]
-                       [--python-include DIR]
+                       [--python-include DIR] [--stable-abi X.Y | --versioned] [--out DIR]
 The defaults build for this machine against the torch that runs this script. A cross build
 names the target's torch package directory (for its headers, libraries and version) and the
 target's Python headers (pyconfig.h differs per architecture); the compiler defaults to
 <arch>-linux-gnu-g++. Example (the aarch64 variant on an x86-64 machine):
     scripts/build.py --arch aarch64 --torch-dir .../site/torch --python-include .../python3.11
+
+Against torch 2.13 or later the binding is built on the LibTorch stable ABI (torch-ext/stable/,
+torch/csrc/stable and torch/headeronly only, compiled with TORCH_TARGET_VERSION = 2.13), as
+kernel-builder builds build.toml's `[torch.stable-abi] cpu = "2.13"`: the one variant
+torch-stable-abi213-cpu-<arch>-linux, which `kernels` loads on torch 2.13 and every later
+torch. Against an older torch (2.12 for its users, 2.10 for the emulated aarch64 tests) it is
+torch-ext/torch_binding.cpp, torch<MAJ><MIN>-cxx11-cpu-<arch>-linux. --stable-abi X.Y and
+--versioned choose explicitly.
 """
 from __future__ import annotations
 
@@ -46,6 +55,8 @@ import build_sources
 ROOT = Path(__file__).resolve().parent.parent
 NAME = "spec-verify"
 PY_NAME = "spec_verify"
+# The binding of the versioned (torchXY-cxx11) variants, outside build.toml (see build_sources).
+VERSIONED_BINDING = ["torch-ext/torch_binding.cpp", "torch-ext/torch_binding.h"]
 # Kernel files: no torch headers, and no contraction of a*b+c into an FMA, so every path
 # rounds the same operations (DESIGN.md, "The numerics contract").
 KERNEL_FLAGS = ["-O3", "-std=c++20", "-fPIC", "-fno-gnu-unique", "-ffp-contract=off", "-Wall", "-Wextra"]
@@ -63,6 +74,9 @@ EXPORTS_MAP = MANYLINUX / "exports.map"
 # pinned because a toolchain's default could be newer. x86-64: the compiler's baseline; AVX2
 # is enabled per function and chosen at run time.
 ARCH_FLAGS = {"x86_64": [], "aarch64": ["-march=armv8-a"]}
+# The stable ABI the stable binding targets (build.toml's [torch.stable-abi]): the first with
+# torch::stable::Generator, which the ops that take a generator need.
+STABLE_ABI = "2.13"
 
 
 def torch_version(torch_dir: Path) -> str:
@@ -70,9 +84,24 @@ def torch_version(torch_dir: Path) -> str:
     return re.search(r"^__version__\s*=\s*['\"]([^'\"]+)", text, re.M).group(1)
 
 
-def variant_name(version: str, arch: str) -> str:
+def variant_name(version: str, arch: str, stable_abi: str | None = None) -> str:
+    if stable_abi is not None:
+        # kernel-builder's name (nix-builder/lib/variants/torch.nix), which kernels/variants.py
+        # parses as a stable-ABI arch variant: no C++ ABI tag.
+        major, minor = stable_abi.split(".")[:2]
+        return f"torch-stable-abi{major}{minor}-cpu-{arch}-linux"
     major, minor = version.split(".")[:2]
     return f"torch{major}{minor}-cxx11-cpu-{arch}-linux"
+
+
+def version_tuple(version: str) -> tuple:
+    return tuple(int(re.match(r"\d+", x).group()) for x in version.split(".")[:2])
+
+
+def target_version_flag(stable_abi: str) -> str:
+    # TORCH_TARGET_VERSION as torch/csrc/stable/version.h defines it: major << 56 | minor << 48.
+    major, minor = version_tuple(stable_abi)
+    return f"-DTORCH_TARGET_VERSION={hex((major << 56) | (minor << 48))}"
 
 
 def kernel_id() -> str:
@@ -90,8 +119,28 @@ def kernel_id() -> str:
     return tree + ("_dirty" if dirty else "")
 
 
-def registration_header() -> str:
+def registration_header(stable: bool = False) -> str:
     # What kernel-builder generates as registration.h, reduced to what the binding uses.
+    if stable:
+        return """#pragma once
+#include <Python.h>
+#include <torch/csrc/stable/library.h>
+
+#define _SPEC_VERIFY_CONCAT(A, B) A##B
+#define SPEC_VERIFY_CONCAT(A, B) _SPEC_VERIFY_CONCAT(A, B)
+#define _SPEC_VERIFY_STRINGIFY(A) #A
+#define SPEC_VERIFY_STRINGIFY(A) _SPEC_VERIFY_STRINGIFY(A)
+
+#define STABLE_TORCH_LIBRARY_EXPAND(NAME, MODULE) STABLE_TORCH_LIBRARY(NAME, MODULE)
+#define STABLE_TORCH_LIBRARY_IMPL_EXPAND(NAME, DEVICE, MODULE) STABLE_TORCH_LIBRARY_IMPL(NAME, DEVICE, MODULE)
+
+#define REGISTER_EXTENSION(NAME)                                                       \\
+  PyMODINIT_FUNC SPEC_VERIFY_CONCAT(PyInit_, NAME)() {                                 \\
+    static struct PyModuleDef module = {PyModuleDef_HEAD_INIT,                         \\
+                                        SPEC_VERIFY_STRINGIFY(NAME), nullptr, 0, nullptr}; \\
+    return PyModule_Create(&module);                                                   \\
+  }
+"""
     return """#pragma once
 #include <Python.h>
 #include <torch/library.h>
@@ -160,6 +209,11 @@ def main() -> int:
     ap.add_argument("--python-include", type=Path,
                     help="the target's Python headers (Python.h, pyconfig.h); default: this Python's, natively")
     ap.add_argument("--out", type=Path, default=ROOT / "build")
+    ap.add_argument("--stable-abi", metavar="X.Y",
+                    help=f"build the stable-ABI binding (torch-ext/stable/) for torch X.Y and later "
+                         f"(default: {STABLE_ABI} against torch {STABLE_ABI} or later)")
+    ap.add_argument("--versioned", action="store_true",
+                    help="build torch-ext/torch_binding.cpp for the given torch only, whatever its version")
     args = ap.parse_args()
     start = time.monotonic()
     cross = args.arch != host
@@ -179,7 +233,15 @@ def main() -> int:
         import torch
         args.torch_dir = Path(torch.__file__).parent
     torch_dir = args.torch_dir.resolve()
-    variant = variant_name(torch_version(torch_dir), args.arch)
+    version = torch_version(torch_dir)
+    if args.stable_abi is None and not args.versioned and version_tuple(version) >= version_tuple(STABLE_ABI):
+        args.stable_abi = STABLE_ABI
+    if args.versioned:
+        args.stable_abi = None
+    stable = args.stable_abi is not None
+    if stable and version_tuple(version) < version_tuple(args.stable_abi):
+        raise BuildError(f"torch {version} is older than the stable ABI {args.stable_abi} asked for")
+    variant = variant_name(version, args.arch, args.stable_abi)
     ident = kernel_id()
     ext = f"_{PY_NAME}_cpu_{ident}"
 
@@ -188,11 +250,15 @@ def main() -> int:
     gen_dir = args.out / ".gen" / variant
     for d in (out_dir, obj_dir, gen_dir):
         d.mkdir(parents=True, exist_ok=True)
-    write_if_changed(gen_dir / "registration.h", registration_header())
+    registration = registration_header(stable)
+    write_if_changed(gen_dir / "registration.h", registration)
 
-    # build.toml's sources, and only those, staged as kernel-builder stages them.
+    # build.toml's sources, and only those, staged as kernel-builder stages them. Its [torch]
+    # list is the stable-ABI binding; the versioned binding (torch212 variants, built by
+    # scripts/variants.sh, not by kernel-builder) is torch-ext/torch_binding.cpp and its header.
     config = build_sources.load()
-    listed = build_sources.kernel_sources(config) + build_sources.torch_sources(config)
+    binding = build_sources.torch_sources(config) if stable else VERSIONED_BINDING
+    listed = build_sources.kernel_sources(config) + binding
     missing = [f for f in listed if not (ROOT / f).is_file()]
     if missing:
         raise BuildError(f"build.toml lists files that do not exist: {', '.join(missing)}")
@@ -207,19 +273,24 @@ def main() -> int:
             p.unlink()
     includes = [f"-I{src_dir / d}" for k in config["kernel"].values() for d in k.get("include", [])]
     headers = b"".join((src_dir / f).read_bytes() for f in sorted(listed) if not f.endswith(".cpp"))
-    headers += registration_header().encode()
+    headers += registration.encode()
     headers += b"".join(p.read_bytes() for p in sorted(MANYLINUX.rglob("*.h")))
-    torch_inc = [f"-I{torch_dir / 'include'}", f"-I{torch_dir / 'include/torch/csrc/api/include'}"]
+    torch_inc = [f"-I{torch_dir / 'include'}"]
+    if stable:
+        torch_inc.append(target_version_flag(args.stable_abi))
+    else:
+        torch_inc.append(f"-I{torch_dir / 'include/torch/csrc/api/include'}")
     py_inc = f"-I{args.python_include}"
 
     jobs = []  # (source, flags)
     arch_flags = ARCH_FLAGS[args.arch]
     for source in build_sources.kernel_cpp(config):
         jobs.append((src_dir / source, KERNEL_FLAGS + arch_flags + COMPAT_FLAGS + includes))
-    for source in build_sources.torch_sources(config):
+    for source in binding:
         if source.endswith(".cpp"):
             jobs.append((src_dir / source, BINDING_FLAGS + arch_flags + COMPAT_FLAGS
-                         + [f"-DTORCH_EXTENSION_NAME={ext}", *includes, f"-I{gen_dir}", py_inc] + torch_inc))
+                         + [f"-DTORCH_EXTENSION_NAME={ext}", *includes, f"-I{(src_dir / source).parent}",
+                            f"-I{gen_dir}", py_inc] + torch_inc))
     jobs.append((COMPAT_SOURCE, COMPAT_CXX_FLAGS + arch_flags + COMPAT_FLAGS))
 
     def compile_one(job):
@@ -244,7 +315,8 @@ def main() -> int:
     # interpreter, and the ops need only libtorch_cpu (and c10).
     link = [args.cxx, "-shared", "-o", str(so), *map(str, objects), f"-Wl,--version-script={EXPORTS_MAP}",
             f"-L{torch_dir / 'lib'}", f"-Wl,-rpath-link,{torch_dir / 'lib'}",
-            "-Wl,--no-as-needed", "-lc10", "-ltorch_cpu", "-ltorch", "-Wl,--as-needed"]
+            "-Wl,--no-as-needed", *(["-ltorch_cpu"] if stable else ["-lc10", "-ltorch_cpu", "-ltorch"]),
+            "-Wl,--as-needed"]
     link_key = hashlib.sha1(" ".join(link).encode() + EXPORTS_MAP.read_bytes()).hexdigest()
     link_stamp = obj_dir / "link.key"
     if (compiled or not so.exists() or stale

@@ -4,8 +4,9 @@
     scripts/hub.py [--out hub/] [--python PY ...]
 
 The folder holds, as kernel-builder's Hub repositories do: build/ with every variant of
-this repository's build/ (the release variants torch 2.12 and 2.13 on x86-64 and aarch64
-are required; any other built variant, such as the torch 2.10 aarch64 one, goes along),
+this repository's build/ (the release variants torch212-cxx11 and torch-stable-abi213 on
+x86-64 and aarch64 are required; any other built variant, such as the torch 2.10 aarch64 one,
+goes along),
 README.md (the model card, front matter included), media/, LICENSE, build.toml, flake.nix,
 the sources (csrc/, torch-ext/) and the documents the card links to. Then it checks:
 - every variant with scripts/abi_check.py (manylinux_2_28, Python ABI 3.9, exports,
@@ -14,7 +15,7 @@ the sources (csrc/, torch-ext/) and the documents the card links to. Then it che
   relative link of the card resolves inside the folder;
 - that `get_kernel("phanerozoic/spec-verify", version=1)` loads the variant of each given
   Python's torch from the folder, through LOCAL_KERNELS (the host's venv, and the torch 2.12
-  venv of scripts/variants.sh when it exists).
+  and 2.14 venvs of scripts/variants.sh when they exist): the stable variant from torch 2.13 on.
 Nothing is uploaded: the command a maintainer with credentials would run is printed.
 """
 from __future__ import annotations
@@ -31,8 +32,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 REPO_ID = "phanerozoic/spec-verify"
-RELEASE = [f"torch{t}-cxx11-cpu-{a}-linux" for t in ("212", "213") for a in ("x86_64", "aarch64")]
-VARIANT = re.compile(r"^torch\d+-cxx11-cpu-(x86_64|aarch64)-linux$")
+RELEASE = [f"{t}-cpu-{a}-linux" for t in ("torch212-cxx11", "torch-stable-abi213") for a in ("x86_64", "aarch64")]
+VARIANT = re.compile(r"^torch(\d+-cxx11|-stable-abi\d+)-cpu-(x86_64|aarch64)-linux$")
 FILES = ["README.md", "LICENSE", "build.toml", "flake.nix", "DESIGN.md", "benchmarks/README.md"]
 TREES = ["media", "csrc", "torch-ext", "benchmarks/results"]
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "_ops.py", "registration.h")

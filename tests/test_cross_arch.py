@@ -146,10 +146,26 @@ def first_difference(got: dict, want: dict) -> str:
     return "none"
 
 
+def expected_variant(version: str, machine: str) -> str:
+    """The variant get_kernel must choose under torch `version`: the stable-ABI one from torch
+    2.13 on (it loads on 2.13 and every later torch), the torch-specific one before."""
+    major, minor = (int(x) for x in version.split(".")[:2])
+    if (major, minor) >= (2, 13):
+        return f"torch-stable-abi213-cpu-{machine}-linux"
+    return f"torch{major}{minor}-cxx11-cpu-{machine}-linux"
+
+
+def test_expected_variant_names():
+    assert expected_variant("2.12.1", "x86_64") == "torch212-cxx11-cpu-x86_64-linux"
+    assert expected_variant("2.10.0", "aarch64") == "torch210-cxx11-cpu-aarch64-linux"
+    assert expected_variant("2.13.0+cpu", "x86_64") == "torch-stable-abi213-cpu-x86_64-linux"
+    assert expected_variant("2.14.1+cu130", "x86_64") == "torch-stable-abi213-cpu-x86_64-linux"
+    assert expected_variant("2.15.0", "aarch64") == "torch-stable-abi213-cpu-aarch64-linux"
+
+
 def test_loaded_variant_matches_machine_and_torch(sv):
     """get_kernel picked the variant built for this architecture and this torch."""
-    major, minor = torch.__version__.split(".")[:2]
-    assert Path(sv.__file__).parent.name == f"torch{major}{minor}-cxx11-cpu-{MACHINE}-linux"
+    assert Path(sv.__file__).parent.name == expected_variant(torch.__version__, MACHINE)
 
 
 @pytest.mark.skipif(MACHINE != "aarch64", reason="the NEON path exists on aarch64 only")

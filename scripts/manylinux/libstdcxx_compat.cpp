@@ -14,3 +14,20 @@
 // lvalue-qualified str(), which std::ostringstream::str() (c10::str, TORCH_CHECK's messages)
 // calls.
 template std::string std::stringbuf::str() const &;
+
+// The stable-ABI binding (torch-ext/stable/) and the stable headers' STD_TORCH_CHECK build
+// their messages in std::ostringstream / std::stringstream too, which references three more:
+// std::basic_stringbuf<char>::str() && (GLIBCXX_3.4.29, C++20's rvalue str()), the default
+// constructors of std::ostringstream and std::stringstream (GLIBCXX_3.4.26: C++11's split of
+// the default constructor from the one taking a mode), and std::__throw_bad_array_new_length
+// (GLIBCXX_3.4.29: what GCC 12's std::allocator calls on an impossible size).
+template std::string std::stringbuf::str() &&;
+template std::basic_ostringstream<char>::basic_ostringstream();
+template std::basic_stringstream<char>::basic_stringstream();
+
+#include <new>
+
+namespace std {
+// As libstdc++'s functexcept.cc defines it.
+[[noreturn]] void __throw_bad_array_new_length() { throw std::bad_array_new_length(); }
+}  // namespace std

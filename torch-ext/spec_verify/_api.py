@@ -19,6 +19,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 
+from . import _stable
 from ._layouts import refusal
 from ._ops import add_op_namespace_prefix, ops
 
@@ -75,6 +76,31 @@ _verify_tree_ints_op = ops._verify_tree_ints.default._op
 _verify_tree_with_uniforms_ints_op = ops._verify_tree_with_uniforms_ints.default._op
 _verify_tree_probs_ints_op = ops._verify_tree_probs_ints.default._op
 _verify_tree_probs_with_uniforms_ints_op = ops._verify_tree_probs_with_uniforms_ints.default._op
+# The stable-ABI build (torch-stable-abi213-*): the ops that take a generator run their Python
+# kernels (_stable.py), called directly on the eager fast paths; every native op's type
+# errors become TypeErrors again. The OpOverloads stay what torch.compile traces.
+if _stable.is_stable(ops):
+    _drawn_kernels = _stable.register(ops, add_op_namespace_prefix)
+    _accept_op = _drawn_kernels["accept"]
+    _sample_op = _drawn_kernels["sample"]
+    _sample_with_bounds_op = _drawn_kernels["sample_with_bounds"]
+    _accept_logits_op = _drawn_kernels["accept_logits"]
+    _verify_tree_op = _drawn_kernels["verify_tree"]
+    _verify_tree_probs_op = _drawn_kernels["verify_tree_probs"]
+    _verify_tree_ints_op = _drawn_kernels["_verify_tree_ints"]
+    _verify_tree_probs_ints_op = _drawn_kernels["_verify_tree_probs_ints"]
+    _verify_greedy_op = _stable.typed(_verify_greedy_op)
+    _verify_tree_with_uniforms_op = _stable.typed(_verify_tree_with_uniforms_op)
+    _verify_tree_probs_with_uniforms_op = _stable.typed(_verify_tree_probs_with_uniforms_op)
+    _verify_tree_with_uniforms_ints_op = _stable.typed(_verify_tree_with_uniforms_ints_op)
+    _verify_tree_probs_with_uniforms_ints_op = _stable.typed(_verify_tree_probs_with_uniforms_ints_op)
+    _verify_greedy = _stable.typed(_verify_greedy)
+    _accept_with_uniforms = _stable.typed(_accept_with_uniforms)
+    _warp = _stable.typed(_warp)
+    _sample_with_uniforms = _stable.typed(_sample_with_uniforms)
+    _accept_logits_with_uniforms = _stable.typed(_accept_logits_with_uniforms)
+    _verify_tree_with_uniforms = _stable.typed(_verify_tree_with_uniforms)
+    _verify_tree_probs_with_uniforms = _stable.typed(_verify_tree_probs_with_uniforms)
 _Generator = torch.Generator
 _INT_ONLY = frozenset((int,))
 _no_subclass_torch_function = torch._C.DisableTorchFunctionSubclass
