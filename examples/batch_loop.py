@@ -108,7 +108,7 @@ def run(sv, verbose: bool = True) -> List[List[int]]:
     for i, r in enumerate(REQUESTS):
         alone = sv.SpeculativeDecoder.from_logits(
             draft.logits, lambda prefix, proposed: target.target_rows(prefix, proposed, logits=True), k=K,
-            temperature=r.temperature, top_p=r.top_p, generator=torch.Generator().manual_seed(r.seed))
+            temperature=r.temperature, top_p=r.top_p, generator=torch.Generator().manual_seed(r.seed), schedule="constant")
         if alone.generate(r.prompt, max_new=r.max_new) != r.seq:
             raise RuntimeError(f"request {i}: the batched loop differs from SpeculativeDecoder on it alone")
         if r.temperature == 0 and r.seq != target.greedy_decode(r.prompt, r.max_new):

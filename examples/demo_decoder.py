@@ -228,7 +228,7 @@ def run(sv) -> None:
     print(f"(target: {TARGET_ORDER - 1} bytes of context; draft: {DRAFT_ORDER - 1}; V = {V}; K = {K})")
     prompt = list(PROMPT)
 
-    dec = sv.SpeculativeDecoder(draft.draft(greedy=True), target.target, k=K, greedy=True)
+    dec = sv.SpeculativeDecoder(draft.draft(greedy=True), target.target, k=K, greedy=True, schedule="constant")
     out = dec.generate(prompt, max_new=MAX_NEW)
     plain = target.greedy_decode(prompt, MAX_NEW)
     print(f"\n greedy, {MAX_NEW} new bytes after {PROMPT.decode()!r}:")
@@ -242,7 +242,7 @@ def run(sv) -> None:
 
     g = torch.Generator().manual_seed(0)
     dec = sv.SpeculativeDecoder(draft.draft(greedy=False, generator=g), target.target, k=K,
-                                greedy=False, generator=g)
+                                greedy=False, generator=g, schedule="constant")
     out = dec.generate(prompt, max_new=MAX_NEW)
     print("\n sampling (the output follows the target's law), seed 0:")
     print(show(out))
@@ -254,7 +254,7 @@ def run(sv) -> None:
     g = torch.Generator().manual_seed(0)
     dec = sv.SpeculativeDecoder.from_logits(
         lambda seq: draft.probs(seq).log(), lambda prefix, proposed: target.target(prefix, proposed).log(),
-        k=K, temperature=0.9, top_p=0.95, generator=g)
+        k=K, temperature=0.9, top_p=0.95, generator=g, schedule="constant")
     out = dec.generate(prompt, max_new=MAX_NEW)
     print("\n sampling from logits, temperature 0.9, top-p 0.95 (SpeculativeDecoder.from_logits), seed 0:")
     print(show(out))
@@ -292,7 +292,7 @@ def prompt_lookup_run(sv, ngram: NGram) -> None:
     print(f"(the stand-in costs {one * 1e3:.2f} ms for 1 position, {nine * 1e3:.2f} ms for {LOOKUP_K + 1})")
 
     plain, plain_s = timed(lambda: target.plain_decode(prompt, REWRITE_NEW))
-    dec = sv.SpeculativeDecoder(lookup, target.target, k=LOOKUP_K, greedy=True)
+    dec = sv.SpeculativeDecoder(lookup, target.target, k=LOOKUP_K, greedy=True, schedule="constant")
     out, spec_s = timed(lambda: dec.generate(prompt, max_new=REWRITE_NEW))
     same = out == plain
     print("\n greedy:")
@@ -305,7 +305,7 @@ def prompt_lookup_run(sv, ngram: NGram) -> None:
     if not same:
         raise SystemExit("greedy output with PromptLookup differs from plain greedy decoding")
     default = sv.PromptLookup()  # n-grams of 1 to 3 bytes: short matches, often the wrong occurrence
-    dec_default = sv.SpeculativeDecoder(default, target.target, k=LOOKUP_K, greedy=True)
+    dec_default = sv.SpeculativeDecoder(default, target.target, k=LOOKUP_K, greedy=True, schedule="constant")
     out, default_s = timed(lambda: dec_default.generate(prompt, max_new=REWRITE_NEW))
     print(f"   with {default!r}: {dec_default.stats.tokens_per_target_call:.2f} tokens per target call, "
           f"{plain_s / default_s:.2f}x (same output: {'yes' if out == plain else 'NO'})")
@@ -328,7 +328,7 @@ def prompt_lookup_run(sv, ngram: NGram) -> None:
     g = torch.Generator().manual_seed(0)
     _, plain_s = timed(lambda: target.plain_decode(prompt, REWRITE_NEW, generator=g))
     g = torch.Generator().manual_seed(0)
-    dec = sv.SpeculativeDecoder(lookup, target.target, k=LOOKUP_K, greedy=False, generator=g)
+    dec = sv.SpeculativeDecoder(lookup, target.target, k=LOOKUP_K, greedy=False, generator=g, schedule="constant")
     out, spec_s = timed(lambda: dec.generate(prompt, max_new=REWRITE_NEW))
     print("\n sampling (one-hot drafts: accept(target_rows, None, tokens); the output follows the target's law), "
           "seed 0:")

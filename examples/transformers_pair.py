@@ -58,7 +58,7 @@ def main() -> None:
     show = (lambda ids: repr(tok.decode(ids))) if tok else (lambda ids: str(ids))
     eos = tok.eos_token_id if tok else None
 
-    dec = sv.transformers.speculative_decoder(draft, target, k=4, temperature=0)
+    dec = sv.transformers.speculative_decoder(draft, target, k=4, temperature=0, schedule="constant")
     out = dec.generate(prompt, max_new=48, eos_token_id=eos)
     ref = target.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.int64),
                           max_new_tokens=48, do_sample=False, eos_token_id=eos, pad_token_id=eos or 0)[0].tolist()
@@ -66,7 +66,7 @@ def main() -> None:
     print(f"         equal to transformers' greedy generate: {out == ref}")
 
     g = torch.Generator().manual_seed(0)
-    dec = sv.transformers.speculative_decoder(draft, target, k=4, temperature=0.8, top_p=0.9, generator=g)
+    dec = sv.transformers.speculative_decoder(draft, target, k=4, temperature=0.8, top_p=0.9, generator=g, schedule="constant")
     out = dec.generate(prompt, max_new=48, eos_token_id=eos)
     print(f"sampled: {show(out[len(prompt):])}\n         {dec.stats.summary()}")
 

@@ -55,8 +55,6 @@ import build_sources
 ROOT = Path(__file__).resolve().parent.parent
 NAME = "spec-verify"
 PY_NAME = "spec_verify"
-# The binding of the versioned (torchXY-cxx11) variants, outside build.toml (see build_sources).
-VERSIONED_BINDING = ["torch-ext/torch_binding.cpp", "torch-ext/torch_binding.h"]
 # Kernel files: no torch headers, and no contraction of a*b+c into an FMA, so every path
 # rounds the same operations (DESIGN.md, "The numerics contract").
 KERNEL_FLAGS = ["-O3", "-std=c++20", "-fPIC", "-fno-gnu-unique", "-ffp-contract=off", "-Wall", "-Wextra"]
@@ -257,7 +255,7 @@ def main() -> int:
     # list is the stable-ABI binding; the versioned binding (torch212 variants, built by
     # scripts/variants.sh, not by kernel-builder) is torch-ext/torch_binding.cpp and its header.
     config = build_sources.load()
-    binding = build_sources.torch_sources(config) if stable else VERSIONED_BINDING
+    binding = build_sources.torch_sources(config) if stable else build_sources.VERSIONED_BINDING
     listed = build_sources.kernel_sources(config) + binding
     missing = [f for f in listed if not (ROOT / f).is_file()]
     if missing:

@@ -69,6 +69,11 @@ def kernel_cpp(config: dict | None = None) -> list[str]:
     return [f for f in kernel_sources(config) if f.endswith(".cpp")]
 
 
+# The binding of the versioned variants (torch212-cxx11-*: scripts/variants.sh builds them).
+# kernel-builder builds build.toml's stable-ABI binding only, so these are in no src list.
+VERSIONED_BINDING = ["torch-ext/torch_binding.cpp", "torch-ext/torch_binding.h"]
+
+
 def torch_sources(config: dict | None = None) -> list[str]:
     config = load() if config is None else config
     return list(config.get("torch", {}).get("src", []))

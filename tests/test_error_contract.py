@@ -191,16 +191,16 @@ def tiny_target(vocab=V, calls=None):
 def test_a_callback_returning_one_is_named(sv, kind):
     convert = KINDS[kind][0]
     target = tiny_target()
-    dec = sv.SpeculativeDecoder(lambda prefix, k: ([1] * k, None), lambda p, d: convert(target(p, d)), k=2)
+    dec = sv.SpeculativeDecoder(lambda prefix, k: ([1] * k, None), lambda p, d: convert(target(p, d)), k=2, schedule="constant")
     what = "a nested tensor" if kind == "nested" else "a quantized torch.quint8 tensor"
     with pytest.raises(TypeError, match=rf"^target_step returned {what}, expected a float32 tensor \[j\+1, V\]"):
         dec.generate([1], max_new=4)
     probs = lambda prefix, k: (torch.tensor([1] * k), convert(torch.full((k, V), 1.0 / V)))  # noqa: E731
-    dec = sv.SpeculativeDecoder(probs, target, k=2, greedy=False)
+    dec = sv.SpeculativeDecoder(probs, target, k=2, greedy=False, schedule="constant")
     with pytest.raises(TypeError, match=rf"^draft_step returned probs as {what}, expected"):
         dec.generate([1], max_new=4)
     step = lambda seq: convert(torch.zeros(2, V) if kind == "nested" else torch.zeros(V))  # noqa: E731
-    dec = sv.SpeculativeDecoder.from_logits(step, lambda p, d: target(p, d).log(), k=2, temperature=0.5)
+    dec = sv.SpeculativeDecoder.from_logits(step, lambda p, d: target(p, d).log(), k=2, temperature=0.5, schedule="constant")
     with pytest.raises(TypeError, match=rf"^draft_logits_step returned {what}, expected a float32 tensor \[V\]"):
         dec.generate([1], max_new=4)
     tree = sv.SpeculativeDecoder.from_tree(lambda prefix: ([1], [-1], None),
@@ -227,14 +227,14 @@ def test_bad_draft_tokens_never_reach_target_step(sv, greedy):
     never sees the token."""
     calls = []
     dec = sv.SpeculativeDecoder(drafter([[1, 2], [3, V + 4]]), tiny_target(calls=calls), k=2, greedy=greedy,
-                                generator=torch.Generator().manual_seed(0))
+                                generator=torch.Generator().manual_seed(0), schedule="constant")
     with pytest.raises(ValueError, match=rf"^draft_step's tokens\[1\] = {V + 4} is outside the vocabulary "
                                          rf"\[0, {V}\) of target_step's rows$"):
         dec.generate([1], max_new=20)
     assert len(calls) == 1 and all(max(c) < V for c in calls)
     # A negative id is refused from the first round, before any target call.
     calls.clear()
-    dec = sv.SpeculativeDecoder(drafter([[1, -3]]), tiny_target(calls=calls), k=2, greedy=greedy)
+    dec = sv.SpeculativeDecoder(drafter([[1, -3]]), tiny_target(calls=calls), k=2, greedy=greedy, schedule="constant")
     with pytest.raises(ValueError, match=r"^draft_step's tokens\[1\] = -3 is negative"):
         dec.generate([1], max_new=20)
     assert calls == []
@@ -243,7 +243,7 @@ def test_bad_draft_tokens_never_reach_target_step(sv, greedy):
 def test_draft_tokens_are_checked_against_the_draft_rows_in_round_1(sv):
     calls = []
     step = lambda prefix, k: (torch.tensor([2, V]), torch.full((2, V), 1.0 / V))  # noqa: E731
-    dec = sv.SpeculativeDecoder(step, tiny_target(calls=calls), k=2, greedy=False)
+    dec = sv.SpeculativeDecoder(step, tiny_target(calls=calls), k=2, greedy=False, schedule="constant")
     with pytest.raises(ValueError, match=rf"^draft_step's tokens\[1\] = {V} is outside the vocabulary \[0, {V}\) "
                                          r"of draft_step's rows$"):
         dec.generate([1], max_new=4)
@@ -253,7 +253,7 @@ def test_draft_tokens_are_checked_against_the_draft_rows_in_round_1(sv):
 def test_a_new_generation_learns_v_again(sv):
     """V is the current generation's: a decoder whose target changes V between generations
     checks each generation's tokens against its own target's rows."""
-    dec = sv.SpeculativeDecoder(drafter([[V + 2], [V + 2]]), tiny_target(), k=1)
+    dec = sv.SpeculativeDecoder(drafter([[V + 2], [V + 2]]), tiny_target(), k=1, schedule="constant")
     dec.generate([1], max_new=1)  # one round, k = 0 (no draft): V = 16 seen
     dec.target_step = tiny_target(vocab=V + 8)
     # Round 1 proposes V + 2: no V known in this generation yet, and V + 2 < V + 8.
@@ -265,7 +265,7 @@ def test_from_logits_draft_logits_step_changing_v(sv):
     tensor to be equal size'; across rounds (greedy too) the target's V is the reference."""
     target = lambda prefix, proposed: torch.zeros(len(proposed) + 1, V)  # noqa: E731
     widths = iter([V, V + 1] * 10)
-    dec = sv.SpeculativeDecoder.from_logits(lambda seq: torch.zeros(next(widths)), target, k=2, temperature=0.7)
+    dec = sv.SpeculativeDecoder.from_logits(lambda seq: torch.zeros(next(widths)), target, k=2, temperature=0.7, schedule="constant")
     with pytest.raises(ValueError, match=rf"^draft_logits_step returned logits of shape \[{V + 1}\] after 2 tokens, "
                                          rf"but of shape \[{V}\] after 1 in the same round"):
         dec.generate([1], max_new=5)
@@ -274,7 +274,7 @@ def test_from_logits_draft_logits_step_changing_v(sv):
     calls = []
     counting = lambda prefix, proposed: calls.append(1) or target(prefix, proposed)  # noqa: E731
     wide = lambda seq: with_value(torch.zeros(V + 4), 2, 1.0)  # noqa: E731
-    dec = sv.SpeculativeDecoder.from_logits(wide, counting, k=2, temperature=0.0)
+    dec = sv.SpeculativeDecoder.from_logits(wide, counting, k=2, temperature=0.0, schedule="constant")
     with pytest.raises(ValueError, match=rf"^draft_logits_step returned logits with V = {V + 4} columns but "
                                          rf"target_logits_step returned rows with V = {V}"):
         dec.generate([1], max_new=8)
@@ -282,7 +282,7 @@ def test_from_logits_draft_logits_step_changing_v(sv):
     # In round 1 a token beyond the target's V can only be caught by the op: named as drawn
     # from draft_logits_step (not draft_step, which the user never passed).
     wide = lambda seq: with_value(torch.zeros(V + 4), V + 2, 1.0)  # noqa: E731  (its argmax: V + 2)
-    dec = sv.SpeculativeDecoder.from_logits(wide, target, k=2, temperature=0.0)
+    dec = sv.SpeculativeDecoder.from_logits(wide, target, k=2, temperature=0.0, schedule="constant")
     with pytest.raises(ValueError, match=rf"^SpeculativeDecoder: the verification op rejected draft_logits_step's "
                                          rf"tokens: spec_verify.accept_logits: draft_tokens\[0\] = {V + 2} is outside"):
         dec.generate([1], max_new=8)
@@ -290,7 +290,7 @@ def test_from_logits_draft_logits_step_changing_v(sv):
 
 def test_prompt_lookup_style_draft_step_of_from_logits(sv):
     dec = sv.SpeculativeDecoder.from_logits(None, lambda p, d: torch.zeros(len(d) + 1, V), k=2, temperature=0.0,
-                                            draft_step=drafter([[1], [V]]))
+                                            draft_step=drafter([[1], [V]]), schedule="constant")
     with pytest.raises(ValueError, match=rf"^draft_step's tokens\[0\] = {V} is outside the vocabulary \[0, {V}\) "
                                          r"of target_logits_step's rows$"):
         dec.generate([1], max_new=8)
@@ -369,7 +369,7 @@ def test_greedy_calls_check_their_draft_arguments(sv):
 
 
 def test_stop_token_beyond_int64(sv):
-    dec = sv.SpeculativeDecoder(drafter([]), tiny_target(), k=1)
+    dec = sv.SpeculativeDecoder(drafter([]), tiny_target(), k=1, schedule="constant")
     for eos in (2**64, 2**63):
         with pytest.raises(ValueError, match=rf"^eos_token_id = {eos} is outside the range of token ids \[0, 2\^63\)"):
             dec.generate([1], max_new=2, eos_token_id=eos)
@@ -386,7 +386,7 @@ def test_a_numpy_generator_is_named_with_its_module(sv):
                          (lambda: sv.accept(x.softmax(-1), None, [1, 2, 3], rng), r"spec_verify\.accept: generator"),
                          (lambda: sv.verify_batch(x, [1, 2, 3], [3], generators=[rng]),
                           r"spec_verify\.verify_batch: generators\[0\]"),
-                         (lambda: sv.SpeculativeDecoder(drafter([]), tiny_target(), k=1, generator=rng), "generator"),
+                         (lambda: sv.SpeculativeDecoder(drafter([]), tiny_target(), k=1, generator=rng, schedule="constant"), "generator"),
                          (lambda: sv.SpeculativeDecoder.from_tree(lambda p: ([], [], None), tiny_target(),
                                                                   generator=rng), r".*from_tree: generator")]:
         with pytest.raises(TypeError, match=rf"^{prefix} must be a torch.Generator or None, got {name}"):

@@ -53,7 +53,10 @@ def typed(fn):
 
 def _rows(t) -> int:
     # The rows of a 2-D tensor (the op's checks reject anything else before they draw).
-    return t.shape[0] if isinstance(t, torch.Tensor) and t.dim() == 2 else 0
+    # A nested or quantized tensor: nothing drawn; the op's refusal (_layouts.py) names it.
+    if not isinstance(t, torch.Tensor) or t.dim() != 2 or t.is_nested or t.is_quantized:
+        return 0
+    return t.shape[0]
 
 
 def _call(drawn, count, generator, args):
@@ -120,7 +123,7 @@ def kernels(ops) -> dict:
         "_drawn_verify_tree_probs_ints", "_drawn_verify_batch", "_drawn_verify_batch_probs")}
 
     def accept(target_probs, draft_probs, draft_tokens, generator=None, method="token"):
-        return _call(d["_drawn_accept"], target_probs.shape[0] if target_probs.dim() == 2 else 0, generator,
+        return _call(d["_drawn_accept"], _rows(target_probs), generator,
                      (target_probs, draft_probs, draft_tokens, generator, method))
 
     def _sample_rows(logits, temperature):
