@@ -67,6 +67,13 @@ def load(path, threads: int, **kw):
                  verbose=False, seed=1234, **kw)
 
 
+def warm(*llms) -> None:
+    """A short generation on each model first, so that no measured run pays for touching the
+    weights (the first evaluation after loading does, and it would fall on plain decoding)."""
+    for llm in llms:
+        llama_generate(llm, llm.tokenize(b"Hello, world."), 8, "greedy")
+
+
 def llama_generate(llm, prompt, max_new: int, mode: str) -> dict:
     """llama.cpp's own loop (`Llama.generate`): plain decoding, or its prompt lookup when the
     Llama was made with a draft_model."""
@@ -115,6 +122,7 @@ def bench_lookup(sv, name: str, threads: int, tasks, modes, max_new: int, repeat
     plain = load(path, threads)
     # logits_all=True: its draft_model needs it (0.3.36 sizes Llama.scores from the argument).
     peer = load(path, threads, logits_all=True, draft_model=LlamaPromptLookupDecoding(num_pred_tokens=peer_k))
+    warm(plain, peer)
     rows = []
     for task in tasks:
         prompt = prompt_ids(plain, task, CHAT[name])
@@ -138,6 +146,7 @@ def bench_pair(sv, threads: int, tasks, modes, max_new: int, repeats: int):
     """The real pair: Qwen2.5-Coder 0.5B drafting for 1.5B, against plain 1.5B."""
     target_path, draft_path = real_models.ensure("qwen-coder-1.5b"), real_models.ensure("qwen-coder-0.5b")
     target, draft = load(target_path, threads), load(draft_path, threads)
+    warm(target, draft)
     rows = []
     for task in tasks:
         prompt = prompt_ids(target, task, True)
