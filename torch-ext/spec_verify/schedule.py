@@ -42,6 +42,15 @@ from __future__ import annotations
 import math
 from typing import Callable, Dict, List, Optional, Tuple
 
+def _settle(old: Optional[float], new: float) -> float:
+    """A cost estimate moved towards a new measurement: at once down, slowly up. Other work on
+    the machine only ever makes a call slower, and an n measured too high in a spike would
+    not be chosen, and so not measured, again."""
+    if old is None or new <= old:
+        return new if old is None else 0.5 * old + 0.5 * new
+    return 0.9 * old + 0.1 * new
+
+
 REASONS = ("prefill", "measure", "pays", "no gain", "probe", "never pays", "max_new", "constant")
 
 
@@ -250,7 +259,7 @@ class AdaptiveSchedule:
             self._prompt = (seconds, prompt_tokens)
             return
         if positions == 1:
-            self._c1 = seconds if self._c1 is None else 0.7 * self._c1 + 0.3 * seconds
+            self._c1 = _settle(self._c1, seconds)
             if self._prompt is not None:  # the prompt's cost per token, once c(1) is known
                 t, n = self._prompt
                 if n > 0:  # the least seen: a first call also pays for touching the weights
@@ -258,8 +267,7 @@ class AdaptiveSchedule:
                     self._prefill_token = floor if self._prefill_token is None else min(self._prefill_token, floor)
                 self._prompt = None
         elif self._c1 is not None:
-            old, ratio = self._ratio.get(positions), seconds / self._c1
-            self._ratio[positions] = ratio if old is None else 0.7 * old + 0.3 * ratio
+            self._ratio[positions] = _settle(self._ratio.get(positions), seconds / self._c1)
 
     def observe_draft(self, k: int, seconds: float) -> None:
         """A draft call asked for k tokens and took `seconds`."""
