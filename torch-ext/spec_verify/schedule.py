@@ -43,12 +43,10 @@ import math
 from typing import Callable, Dict, List, Optional, Tuple
 
 def _settle(old: Optional[float], new: float) -> float:
-    """A cost estimate moved towards a new measurement: at once down, slowly up. Other work on
-    the machine only ever makes a call slower, and an n measured too high in a spike would
-    not be chosen, and so not measured, again."""
-    if old is None or new <= old:
-        return new if old is None else 0.5 * old + 0.5 * new
-    return 0.9 * old + 0.1 * new
+    """A cost estimate moved towards a new measurement (EWMA, weight 0.3). A filter that
+    moves down faster than up was tried: it biases c(1) low, so plain steps look faster
+    than they are, and Gemma 3's code edit ran 1.18x instead of 1.56x."""
+    return new if old is None else 0.7 * old + 0.3 * new
 
 
 REASONS = ("prefill", "measure", "pays", "no gain", "probe", "never pays", "max_new", "constant")
