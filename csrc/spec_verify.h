@@ -340,6 +340,15 @@ const KernelTable& active_kernels();
 // Forces a path by name ("" = back to the environment/default choice); for tests and
 // benchmarks. Throws std::invalid_argument for an unknown or unavailable name.
 void force_isa(const std::string& name);
+// The rules alone: kt with every optional shortcut kernel taken out (Note [Mass bounds] and
+// every bound built on an optional kernel; row_mass_pair too), or only those named in `only`
+// (the field names, comma-separated; empty: all). Outcomes are the same bits either way.
+// active_kernels() returns this of the chosen path when SPEC_VERIFY_EXACT is set: "1" for
+// all, or a list of field names (what benchmarks/shortcuts.py measures one by one).
+// Throws std::invalid_argument for a name that is not an optional kernel.
+KernelTable exact_kernels(const KernelTable& kt, const std::string& only = "");
+// The optional shortcut kernels exact_kernels takes out, by field name.
+std::vector<std::string> shortcut_kernels();
 
 // ---- rounds (rounds.cpp): the op contracts on raw rows ----------------------------------
 struct Rows {

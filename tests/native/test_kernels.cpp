@@ -1047,18 +1047,9 @@ void half_round_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, 
 
 // ---- Note [Mass bounds] ---------------------------------------------------------------------
 
-// The same table with the float32 bound switched off: every position read exactly.
-sv::KernelTable without_bounds(const sv::KernelTable& kt) {
-  sv::KernelTable t = kt;
-  t.row_weight_sums = nullptr;  // nor Note [Bounded warping]
-  t.row_sum_f32 = [](const float*, int64_t, float*) { return false; };
-  t.row_block_sums = nullptr;  // nor Note [Bounded sampling]: canonical masses only
-  t.residual_block_sums = nullptr;
-  t.row_upper_weight_sums = nullptr;  // nor Note [Weight upper bounds] / [Top-p upper bounds]
-  t.row_upper_weight_sums_above = nullptr;
-  t.row_argmax_upper_weight_sums = nullptr;
-  return t;
-}
+// The rules alone (the library's exact_kernels, what SPEC_VERIFY_EXACT=1 runs): every
+// optional shortcut kernel out, so every position is read exactly.
+sv::KernelTable without_bounds(const sv::KernelTable& kt) { return sv::exact_kernels(kt); }
 
 // Rounds whose uniforms sit at the acceptance boundary u = p(t) Q / (q(t) P) (and a few
 // ulps either side, and for one-hot drafts at p(t) / P) give the same outcomes with the
