@@ -111,11 +111,11 @@ def gemma_rows(n: int):
         import torch
         from llama_cpp import Llama
         sys.path.insert(0, str(ROOT / "scripts"))
-        sys.path.insert(0, str(ROOT / "torch-ext"))
         sys.path.insert(0, str(ROOT / "benchmarks"))
         import real_models
         from e2e_tasks import prompt_ids
-        from spec_verify.llama_cpp import CachedLlama
+        from kernels import get_kernel
+        CachedLlama = get_kernel("phanerozoic/spec-verify", version=1, trust_remote_code=True).llama_cpp.CachedLlama
     except ImportError as e:
         print(f"(no real rows: {e})", file=sys.stderr)
         return None, None
