@@ -133,6 +133,52 @@ def test_a_workload_that_changes_halfway_is_followed(sv):
     assert sum(1 for k in after if k) == 0, after
 
 
+# Concave, as a CPU's (Gemma 3 270M on two cores: c(4) 3.5, c(9) 5.7, c(17) 8.2 steps).
+CONCAVE = lambda n: 0.001 * (1 + 1.2 * (n - 1) ** 0.65)  # noqa: E731
+
+
+def test_costs_past_the_largest_n_measured_are_guessed_at_the_prompts_rate(sv):
+    # c(1) = 1 ms, c(4) = 3.5 ms, the prompt 0.2 ms a token: c(n) for n > 4 is guessed as
+    # 3.5 ms + 0.2 ms per position (optimistic, so a larger n that would pay on it is tried
+    # and then known), not extrapolated with the slope from 1 to 4 (0.83 ms a position).
+    schedule = sv.AdaptiveSchedule()
+    schedule.reset()
+    schedule.choose(8)  # the prompt's round
+    schedule.observe_target(1, 0.100, 500)
+    schedule.choose(8)
+    schedule.observe_target(1, 0.001, 500)
+    schedule.choose(8)
+    schedule.observe_target(4, 0.0035, 500)
+    assert schedule.target_cost(4) == pytest.approx(0.0035)
+    assert schedule.target_cost(9) == pytest.approx(0.0035 + 5 * 0.0002)
+    assert schedule.target_cost(2) == pytest.approx(0.001 + 0.0025 / 3)  # between measured points: linear
+    assert schedule.target_cost(3) >= 0.001 + 2 * 0.0002
+
+
+def test_a_cost_measured_only_at_small_n_does_not_hide_larger_ones(sv):
+    # A drafter right at about 9 positions in 10 (a fixed pseudo-random pattern), first
+    # proposing at most 3 tokens (so only c(n) for n <= 4 gets measured), then up to 16, on
+    # concave costs: the schedule finds the larger k that pay and beats plain decoding.
+    target = ToyLM(16, seed=5)
+    clock = SimClock()
+    schedule = recording(sv, clock=clock)
+    mostly = drafter(target, clock, 0.0, right=lambda s: len(s) * 2654435761 % 97 >= 10)
+    short = lambda prefix, k: mostly(prefix, min(k, 3))  # noqa: E731
+    short.shadowable = mostly.shadowable = True
+    first = sv.SpeculativeDecoder(short, timed_target(target, clock, CONCAVE), k=16, schedule=schedule)
+    first.generate(PROMPT, max_new=100)
+    assert max(schedule.costs()["target_seconds_by_positions"]) <= 4
+    dec = sv.SpeculativeDecoder(mostly, timed_target(target, clock, CONCAVE), k=16, schedule=schedule)
+    schedule.log.clear()
+    start = clock.ns
+    out = dec.generate(PROMPT, max_new=400)
+    assert out == target.greedy_decode(PROMPT, 400)
+    late = schedule.log[len(schedule.log) // 2:]
+    assert sum(1 for k in late if k >= 4) >= 0.8 * len(late), schedule.log
+    # Simulated time, not a timing: the generation against 400 plain steps after the prompt's.
+    assert (clock.ns - start) * 1e-9 < 0.97 * (len(PROMPT) * 0.0002 + 399 * CONCAVE(1))
+
+
 def test_a_draft_as_costly_as_the_target_stops_drafting(sv):
     target = ToyLM(16, seed=4)
     clock = SimClock()

@@ -8,7 +8,8 @@ only where (1 + E(k)) / (c(k+1) + D(k)) > 1 / c(1). On a CPU c(n) grows steeply 
 5.5 to 9.6 one-token steps), so a fixed k loses wherever the text does not repeat.
 
 `AdaptiveSchedule` measures c(n) for every n it has run (the first target call of each
-generation, which evaluates the prompt, gives only a lower bound on the slope), the
+generation, which evaluates the prompt, gives only a lower bound on the slope, which is also
+its guess past the largest n measured), the
 drafter's cost per proposed token, and the acceptance by position (P(accept position i |
 position i reached), counts decayed by `decay` per observation so a change of text is
 followed within a few rounds). Each round it takes the k in [0, k_max] with the highest
@@ -119,8 +120,11 @@ class AdaptiveSchedule:
 
     def _target_ratios(self, top: int) -> List[float]:
         # c(n) / c(1) for n = 1..top: measured, else interpolated linearly between measured
-        # points (c(1) among them), extrapolated with the slope of the last two, and never
-        # below the prompt's cost per token for each extra position. One pass, O(top).
+        # points (c(1) among them), and never below the prompt's cost per token for each
+        # extra position. Past the last measured point: at the prompt's cost per token where
+        # it is known (an optimistic guess: a position costs less the more are scored at once,
+        # and the prompt's batch is the cheapest seen), else with the slope of the last two;
+        # a larger n that would pay on this guess is tried once and then known. One pass, O(top).
         floor = self._prefill_token or 0.0
         points = [(1, 1.0)] + sorted(self._ratio.items())
         out, at = [], 0  # points[at] is the last measured point at or below n
@@ -133,6 +137,9 @@ class AdaptiveSchedule:
                 continue
             if at + 1 < len(points):
                 b, rb = points[at + 1]
+            elif at >= 1 and self._prefill_token is not None:
+                out.append(ra + floor * (n - a))
+                continue
             elif at >= 1:
                 (a, ra), (b, rb) = points[at - 1], points[at]
             else:
