@@ -7,12 +7,12 @@ six) on a code-edit task, one thread, greedy, beside transformers' own two ways:
   generate lookup        model.generate(prompt_lookup_num_tokens=k): transformers' prompt lookup
   spec-verify lookup     sv.transformers.prompt_lookup_decoder(model, k, temperature=0)
 
-The task: a prompt of about 450 tokens asking to rewrite a Python function with type hints, so
-the output repeats much of the prompt (where prompt lookup pays). Measured per method, over
-`--repeats` interleaved repeats (the first pass warms up and is not timed): new tokens per
-second (the median repeat, prompt processing included), its ratio to plain `generate`, the
-target's forward passes and the tokens fed to them (counted by a forward hook, the same for
-every method), and whether the output equals plain greedy `generate`'s token for token.
+The task: benchmarks/e2e_tasks.py's code edit (about 450 tokens asking to rewrite a Python
+function with type hints), so the output repeats much of the prompt (where prompt lookup
+pays). Measured per method, over `--repeats` interleaved repeats (the first pass warms up and
+is not timed): new tokens per second (the median repeat, prompt processing included), its
+ratio to plain `generate`, the target's forward passes and the tokens fed to them (counted by
+a forward hook, the same for every method), and whether the output equals plain greedy `generate`'s token for token.
 
     python benchmarks/e2e_transformers.py                     # ~/.cache/spec-verify/models/...
     python benchmarks/e2e_transformers.py --model PATH.gguf --markdown
@@ -37,50 +37,10 @@ os.environ.setdefault("LOCAL_KERNELS", f"phanerozoic/spec-verify={ROOT / 'build'
 
 DEFAULT_MODEL = Path.home() / ".cache" / "spec-verify" / "models" / "gemma-3-270m-q4_k_m.gguf"
 
-CODE = '''def summarize_orders(orders, customers, start=None, end=None, currency="EUR", rates=None):
-    """Totals per customer over the orders placed between start and end.
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from e2e_tasks import TASKS  # noqa: E402  (the code edit of benchmarks/e2e.py and the demo)
 
-    Orders in another currency are converted with rates; orders that cannot be converted,
-    or whose customer is unknown, are skipped, and their ids are returned with the report.
-    """
-    if rates is None:
-        rates = {}
-    totals = {}
-    counts = {}
-    skipped = []
-    for order in orders:
-        placed = order["placed"]
-        if start is not None and placed < start:
-            continue
-        if end is not None and placed >= end:
-            continue
-        customer_id = order["customer_id"]
-        if customer_id not in customers:
-            skipped.append(order["id"])
-            continue
-        amount = order["amount"]
-        if order["currency"] != currency:
-            rate = rates.get((order["currency"], currency))
-            if rate is None:
-                skipped.append(order["id"])
-                continue
-            amount = amount * rate
-        totals[customer_id] = totals.get(customer_id, 0.0) + amount
-        counts[customer_id] = counts.get(customer_id, 0) + 1
-    report = []
-    for customer_id, total in totals.items():
-        name = customers[customer_id]["name"]
-        average = total / counts[customer_id]
-        report.append({"customer": name, "total": round(total, 2), "orders": counts[customer_id],
-                       "average": round(average, 2)})
-    report.sort(key=lambda row: row["total"], reverse=True)
-    return report, skipped
-'''
-
-PROMPT = ("Rewrite the following Python function with type hints: annotate every parameter and the "
-          "return value, and change nothing else (keep the names, the docstring, the comments and the "
-          "logic exactly as they are).\n\n```python\n" + CODE + "```\n\n"
-          "Here is the same function with type hints:\n\n```python\n")
+PROMPT = TASKS["code edit"]
 
 
 class ForwardCounter:
