@@ -12,7 +12,8 @@ function with type hints), so the output repeats much of the prompt (where promp
 pays). Measured per method, over `--repeats` interleaved repeats (the first pass warms up and
 is not timed): new tokens per second (the median repeat, prompt processing included), its
 ratio to plain `generate`, the target's forward passes and the tokens fed to them (counted by
-a forward hook, the same for every method), and whether the output equals plain greedy `generate`'s token for token.
+a forward hook, the same for every method), and whether the output equals plain greedy
+`generate`'s token for token.
 
     python benchmarks/e2e_transformers.py                     # ~/.cache/spec-verify/models/...
     python benchmarks/e2e_transformers.py --model PATH.gguf --markdown
