@@ -32,25 +32,11 @@ functions return plain Python ints (SymInts under torch.compile).
 `ops` is the raw op namespace (opcheck, benchmarks); its names with a leading underscore
 are internal.
 """
-from ._api import (  # noqa: F401
-    _force_isa,
-    accept,
-    accept_logits,
-    accept_logits_with_uniforms,
-    accept_with_uniforms,
-    available_isas,
-    isa,
-    sample,
-    sample_with_uniforms,
-    verify_batch,
-    verify_batch_probs,
-    verify_greedy,
-    verify_tree,
-    verify_tree_probs,
-    verify_tree_probs_with_uniforms,
-    verify_tree_with_uniforms,
-    warp,
-)
+from . import _fakes  # noqa: F401  (registers the ops' fake implementations)
+from ._batches import verify_batch, verify_batch_probs
+from ._chains import _force_isa, accept, accept_with_uniforms, available_isas, isa, verify_greedy  # noqa: F401
+from ._logits import accept_logits, accept_logits_with_uniforms, sample, sample_with_uniforms, warp
+from ._trees import verify_tree, verify_tree_probs, verify_tree_probs_with_uniforms, verify_tree_with_uniforms
 from ._ops import ops  # noqa: F401
 from .decoder import DecodeStats, SpeculativeDecoder
 from .schedule import AdaptiveSchedule

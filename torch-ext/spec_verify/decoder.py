@@ -49,8 +49,10 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence,
 import torch
 
 from .schedule import AdaptiveSchedule
-from ._api import (_INT64_MAX, _flag, _index, _int_list, _kind, _sample, _sample_with_bounds, _token_tensor,
-                   _type_name, _warp_params, accept, accept_logits, verify_greedy)
+from ._api import _INT64_MAX, _flag, _index, _int_list, _kind, _token_tensor, _type_name, _warp_params
+from ._calls import SAMPLE, SAMPLE_WITH_BOUNDS
+from ._chains import accept, verify_greedy
+from ._logits import accept_logits
 
 DraftStep = Callable[[List[int], int], Tuple[torch.Tensor, Optional[torch.Tensor]]]
 TargetStep = Callable[[List[int], torch.Tensor], torch.Tensor]
@@ -670,9 +672,9 @@ class SpeculativeDecoder:
                     rows[i].copy_(x)
                 try:
                     if greedy:
-                        t = int(_sample(x, temperature, top_k, top_p, min_p, generator))
+                        t = int(SAMPLE.overload(x, temperature, top_k, top_p, min_p, generator))
                     else:
-                        token, bound = _sample_with_bounds(x, None, temperature, top_k, top_p, min_p, generator)
+                        token, bound = SAMPLE_WITH_BOUNDS.overload(x, None, temperature, top_k, top_p, min_p, generator)
                         t = int(token)
                         bounds.append(bound)
                 except (ValueError, TypeError) as e:

@@ -730,7 +730,7 @@ def _tree_from_model(draft: CachedCausalLM, widths: Tuple[int, ...], draw: bool,
     widths[d] children, the most probable distinct tokens of its row (draw False), or
     independent draws from its warped row (draw True; the draft logits rows are returned for
     the verifier). One draft forward per level, feeding that level's new nodes."""
-    from ._api import sample
+    from ._logits import sample
 
     def draft_tree(prefix: List[int]):
         tokens: List[int] = []

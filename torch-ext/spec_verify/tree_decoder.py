@@ -33,7 +33,8 @@ from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 
-from ._api import _flag, _index, _kind, _token_tensor, _type_name, _warp_params, verify_tree, verify_tree_probs
+from ._api import _flag, _index, _kind, _token_tensor, _type_name, _warp_params
+from ._trees import verify_tree, verify_tree_probs
 from .decoder import SpeculativeDecoder, _RateStats, _check_token_range, _count, _dense, _now, _stop_set
 
 DraftTree = Callable[[List[int]], Tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]]
