@@ -38,278 +38,32 @@ target's warped rows.
 """
 from __future__ import annotations
 
-import dataclasses
-import math
-import re
-import time
-from dataclasses import dataclass, field
-from itertools import accumulate
-from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Iterator, List, Optional, Tuple, Union
 
 import torch
 
-from .schedule import AdaptiveSchedule
-from ._api import _INT64_MAX, _flag, _index, _int_list, _kind, _token_tensor, _type_name, _warp_params
-from ._calls import SAMPLE, SAMPLE_WITH_BOUNDS
+from ._api import _flag, _index, _kind, _token_tensor, _type_name, _warp_params
 from ._chains import accept, verify_greedy
 from ._logits import accept_logits
+from ._decoding import (StopTokens, _check_rows, _check_token_range, _count, _culprit, _Decoder, _dense, _from_array,
+                        _method, _now, _stop_set)
+from ._from_logits import sampling_draft_step
+from ._stats import DecodeStats
+from .schedule import AdaptiveSchedule
+from .tree_decoder import TreeDecoder, from_tree, from_tree_logits
 
 DraftStep = Callable[[List[int], int], Tuple[torch.Tensor, Optional[torch.Tensor]]]
 TargetStep = Callable[[List[int], torch.Tensor], torch.Tensor]
 DraftLogitsStep = Callable[[List[int]], torch.Tensor]
 Verifier = Callable[[torch.Tensor, Optional[torch.Tensor], torch.Tensor, Optional[torch.Generator]],
                     Tuple[int, int]]
-StopTokens = Union[None, int, Iterable[int]]
 
-_now = time.perf_counter_ns
 _Tensor = torch.Tensor
 _int64 = torch.int64
 _float32 = torch.float32
 
 
-class _RateStats:
-    """What both decoders' statistics derive the same way from new_tokens, target_calls and
-    the nanosecond counters (draft_ns, target_ns, verify_ns) of a dataclass."""
-
-    @property
-    def tokens_per_target_call(self) -> float:
-        """Tokens emitted per target callback call (plain decoding: 1; NaN before the first round)."""
-        t = self.target_calls
-        return self.new_tokens / t if t else math.nan
-
-    @property
-    def draft_seconds(self) -> float:
-        """Seconds inside the draft callback."""
-        return self.draft_ns * 1e-9
-
-    @property
-    def target_seconds(self) -> float:
-        """Seconds inside the target callback."""
-        return self.target_ns * 1e-9
-
-    @property
-    def verify_seconds(self) -> float:
-        """Seconds checking the callbacks' output and inside the verifier."""
-        return self.verify_ns * 1e-9
-
-    def as_dict(self) -> dict:
-        """Every field and every public property, by name.
-
-        Returns:
-            `dict`: field and property names to their values (lists are copies).
-        """
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        for klass in reversed(type(self).__mro__):
-            for name, attr in vars(klass).items():
-                if isinstance(attr, property) and not name.startswith("_"):
-                    out[name] = getattr(self, name)
-        return {name: list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v
-                for name, v in out.items()}
-
-
-@dataclass
-class DecodeStats(_RateStats):
-    """Statistics of one generation (`SpeculativeDecoder.stats`), updated round by round.
-
-    The counters describe verification outcomes: a stop token inside an accepted block cuts
-    the output (`new_tokens`) but not `accepted`. They are kept as three lists of k + 1
-    counts, so keeping them costs O(1) per round and O(k) memory, and every derived
-    statistic (the properties) is read in O(k). Times are nanoseconds spent inside
-    draft_step, inside target_step, and in checking their output plus the verifier.
-
-    Args:
-        k (`int`): the decoder's draft tokens per round; the lists below have k + 1 entries
-            (made as zeros when not given).
-
-    Attributes:
-        k (`int`): as above.
-        proposed_length_counts (`List[int]`): rounds by number of draft tokens proposed,
-            j = 0..k (j < k near `max_new`, or when draft_step proposed fewer; j = 0 is a
-            plain target step: draft_step was not called or proposed nothing).
-        accepted_length_counts (`List[int]`): rounds by number of draft tokens accepted,
-            n = 0..k.
-        full_acceptance_counts (`List[int]`): rounds that proposed j draft tokens and
-            accepted all of them, by j = 0..k.
-        new_tokens (`int`): tokens emitted.
-        draft_calls (`int`): calls of draft_step (rounds that asked for at least one token,
-            whatever it proposed).
-        draft_ns, target_ns, verify_ns (`int`): nanoseconds in draft_step, in target_step,
-            and in checking their output plus the verifier.
-        stop_reason (`str`): `"max_new"`, `"stop_token"`, or `""` while running.
-        chosen_length_counts (`List[int]`): rounds by the proposal length the schedule chose,
-            k = 0..k (the drafter may then propose fewer: `proposed_length_counts`).
-        schedule_reasons (`Dict[str, int]`): rounds by the reason for their k
-            (`spec_verify.schedule.REASONS`: "prefill", "measure", "pays", "no gain",
-            "probe", "never pays", "max_new", "constant").
-        costs (`dict`): the adaptive schedule's measurements when the generation stopped
-            (`AdaptiveSchedule.costs()`); empty under `schedule="constant"`.
-    """
-
-    k: int
-    proposed_length_counts: List[int] = field(default_factory=list)
-    accepted_length_counts: List[int] = field(default_factory=list)
-    full_acceptance_counts: List[int] = field(default_factory=list)
-    new_tokens: int = 0
-    draft_calls: int = 0
-    draft_ns: int = 0
-    target_ns: int = 0
-    verify_ns: int = 0
-    stop_reason: str = ""
-    chosen_length_counts: List[int] = field(default_factory=list)
-    schedule_reasons: Dict[str, int] = field(default_factory=dict)
-    costs: dict = field(default_factory=dict)
-
-    def __post_init__(self):
-        for name in ("proposed_length_counts", "accepted_length_counts", "full_acceptance_counts",
-                     "chosen_length_counts"):
-            if not getattr(self, name):
-                setattr(self, name, [0] * (self.k + 1))
-
-    @property
-    def rounds(self) -> int:
-        """Verification rounds."""
-        return sum(self.proposed_length_counts)
-
-    @property
-    def target_calls(self) -> int:
-        """Calls of target_step (one per round)."""
-        return self.rounds
-
-    @property
-    def proposed(self) -> int:
-        """Draft tokens proposed."""
-        return sum(j * c for j, c in enumerate(self.proposed_length_counts))
-
-    @property
-    def accepted(self) -> int:
-        """Draft tokens accepted by the verifier."""
-        return sum(n * c for n, c in enumerate(self.accepted_length_counts))
-
-    def _accepted_at_least(self) -> List[int]:
-        # [rounds that accepted >= n for n = 0..k+1]: suffix sums, O(k).
-        return list(accumulate(reversed(self.accepted_length_counts)))[::-1] + [0]
-
-    @property
-    def decided_by_position(self) -> List[int]:
-        """Per draft position i = 0..k-1, rounds in which the verifier judged the token at i:
-        rounds that proposed more than i tokens and accepted at least i."""
-        # Accepting n >= i of j >= n proposals misses position i only when j = n = i.
-        at_least = self._accepted_at_least()
-        return [at_least[i] - self.full_acceptance_counts[i] for i in range(self.k)]
-
-    @property
-    def accepted_by_position(self) -> List[int]:
-        """Per draft position i = 0..k-1, rounds that accepted the token at i (accepted > i)."""
-        return self._accepted_at_least()[1:self.k + 1]
-
-    @property
-    def acceptance_by_position(self) -> List[float]:
-        """P(accept position i | position i reached), i = 0..k-1: estimates alpha_i (NaN if
-        never reached)."""
-        return [a / d if d else math.nan
-                for a, d in zip(self.accepted_by_position, self.decided_by_position)]
-
-    @property
-    def acceptance_rate(self) -> float:
-        """Accepted draft tokens / proposed draft tokens (NaN if none was proposed)."""
-        p = self.proposed
-        return self.accepted / p if p else math.nan
-
-    @property
-    def mean_accepted(self) -> float:
-        """Accepted draft tokens per round (NaN before the first round)."""
-        r = self.rounds
-        return self.accepted / r if r else math.nan
-
-    def summary(self) -> str:
-        """The statistics in one line.
-
-        Returns:
-            `str`: tokens, rounds, acceptance (overall and by position) and times.
-        """
-        by_pos = ", ".join(f"{a:.2f}" for a in self.acceptance_by_position)
-        return (f"{self.new_tokens} tokens in {self.rounds} rounds at K = {self.k}: "
-                f"{self.tokens_per_target_call:.2f} tokens per target call; accepted "
-                f"{self.accepted}/{self.proposed} drafts ({self.acceptance_rate:.1%}), "
-                f"{self.mean_accepted:.2f} per round; by position [{by_pos}]; time draft "
-                f"{self.draft_seconds * 1e3:.1f} ms, target {self.target_seconds * 1e3:.1f} ms, "
-                f"verify {self.verify_seconds * 1e3:.1f} ms; stopped by {self.stop_reason or '-'}")
-
-
-# Argument checks ----------------------------------------------------------------------------
-
-def _on_host(t: torch.Tensor, what: str) -> torch.Tensor:
-    # Prompts and stop tokens are read once per generation: a tensor on an accelerator is
-    # brought over; a meta tensor has no values.
-    if t.device.type == "meta":
-        raise ValueError(f"{what} must hold values, got a tensor on meta")
-    return t if t.device.type == "cpu" else t.cpu()
-
-
-def _non_negative(ids: List[int], what: str) -> List[int]:
-    if ids and min(ids) < 0:
-        i = next(i for i, t in enumerate(ids) if t < 0)
-        raise ValueError(f"{what}[{i}] = {ids[i]} is negative; token ids are >= 0")
-    return ids
-
-
-def _stop_set(eos_token_id: StopTokens) -> frozenset:
-    what = "eos_token_id"
-    if eos_token_id is None:
-        return frozenset()
-    if isinstance(eos_token_id, torch.Tensor) or hasattr(eos_token_id, "__array__"):
-        # Tensors, NumPy arrays and NumPy scalars: 0-d is one id, 1-D several.
-        if isinstance(eos_token_id, torch.Tensor):
-            eos_token_id = _on_host(eos_token_id, what)
-        t = _token_tensor(eos_token_id, what)
-        if t.dim() > 1:
-            raise ValueError(f"{what} must be an int or a 1-D sequence of ints, got shape {list(t.shape)}")
-        ids = t.reshape(-1).tolist()
-    elif isinstance(eos_token_id, bool) or hasattr(type(eos_token_id), "__index__"):
-        ids = [_index(eos_token_id, what)]
-        if ids[0] > _INT64_MAX:  # as [2**64] is refused: no token could match it
-            raise ValueError(f"{what} = {ids[0]} is outside the range of token ids [0, 2^63)")
-    elif isinstance(eos_token_id, (str, bytes)) or not hasattr(eos_token_id, "__iter__"):
-        raise TypeError(f"{what} must be an int, an iterable of ints or None, got {type(eos_token_id).__name__}")
-    else:
-        ids = _int_list(list(eos_token_id), what)
-    return frozenset(_non_negative(ids, what))
-
-
-def _prompt_list(prompt_ids) -> List[int]:
-    what = "prompt_ids"
-    if isinstance(prompt_ids, torch.Tensor) or hasattr(prompt_ids, "__array__"):
-        if isinstance(prompt_ids, torch.Tensor):
-            prompt_ids = _on_host(prompt_ids, what)
-        t = _token_tensor(prompt_ids, what)
-        if t.dim() == 2 and t.shape[0] == 1:  # a tokenizer's batch of one
-            t = t[0]
-        if t.dim() != 1:
-            raise ValueError(f"{what} must be 1-D (or [1, L]), got shape {list(t.shape)}")
-        ids = t.tolist()
-    elif isinstance(prompt_ids, (str, bytes)) or not hasattr(prompt_ids, "__iter__"):
-        raise TypeError(f"{what} must be a sequence of ints or a 1-D integer tensor, got "
-                        f"{type(prompt_ids).__name__}")
-    else:
-        ids = _int_list(list(prompt_ids), what)
-    return _non_negative(ids, what)
-
-
-def _count(value, what: str, high: Optional[int] = None) -> int:
-    # An int-like argument (see _api._index) in [0, high].
-    n = _index(value, what)
-    if n < 0 or (high is not None and n > high):
-        raise ValueError(f"{what} must be an int in [0, {'inf' if high is None else high}], got {n}")
-    return n
-
-
-# Which callback produced what a verification op rejected. Every error message of the ops
-# begins "spec_verify.<op>: <argument>" (torch_binding.cpp and _api.py build each one that
-# way), and the decoder always passes target_step's rows as target_probs, draft_step's
-# probs as draft_probs and its tokens as draft_tokens. So the argument name, read once at
-# that fixed position of the message, picks the callback from this fixed table; nothing
-# else in the text is searched. An error of any other form (a custom verifier's own, or a
-# uniform's) is not attributed and propagates unchanged.
+# The callback behind each op argument the decoder passes (_decoding._culprit).
 _CULPRITS = {
     "target_probs": "target_step's rows",
     "draft_probs": "draft_step's probs",
@@ -318,56 +72,6 @@ _CULPRITS = {
     "target_logits": "target_logits_step's logits",
     "draft_logits": "draft_logits_step's logits",
 }
-_OP_ERROR = re.compile(r"spec_verify\.\w+: (\w+)")
-
-
-def _culprit(error: Exception) -> Optional[str]:
-    m = _OP_ERROR.match(str(error))
-    return _CULPRITS.get(m.group(1)) if m else None
-
-
-def _dense(x: torch.Tensor, who: str, expected: str) -> None:
-    """A nested or quantized tensor from a callback: a TypeError naming it (a nested tensor
-    has no shape to read; a quantized one no float32 values)."""
-    if x.is_nested or x.is_quantized:
-        raise TypeError(f"{who} a {'nested' if x.is_nested else f'quantized {x.dtype}'} tensor, expected {expected}")
-
-
-def _check_token_range(ids: List[int], vocab: Optional[int], who: str, source: str) -> None:
-    """A drafter's token ids before they reach the target's callback: each in [0, V) where V
-    is known (`source` names where from), else at least >= 0. `who` names the drafter's
-    tokens ("draft_step's tokens")."""
-    low, high = min(ids), max(ids)
-    if low >= 0 and (vocab is None or high < vocab):
-        return
-    i = next(i for i, t in enumerate(ids) if t < 0 or (vocab is not None and t >= vocab))
-    if vocab is None:
-        raise ValueError(f"{who}[{i}] = {ids[i]} is negative; token ids are >= 0")
-    raise ValueError(f"{who}[{i}] = {ids[i]} is outside the vocabulary [0, {vocab}) of {source}")
-
-
-def _check_draft_logits(x) -> None:
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"draft_logits_step returned {_kind(x)}, expected a float32 tensor [V]")
-    _dense(x, "draft_logits_step returned", "a float32 tensor [V]")
-    if x.dtype != torch.float32:
-        raise TypeError(f"draft_logits_step returned logits of dtype {x.dtype}, expected torch.float32")
-    if x.dim() != 1:
-        raise ValueError(f"draft_logits_step returned logits of shape {list(x.shape)}, expected [V]")
-    if not x.is_cpu:
-        raise ValueError(f"draft_logits_step returned logits on {x.device}, expected a tensor on the CPU")
-
-
-def _from_array(x, who: str):
-    """A NumPy array (or another array-like) returned by a callback as a tensor sharing its
-    memory (`torch.as_tensor`: no copy); anything else unchanged, for the checks to judge.
-    The dtype is kept, so a float64 array is refused as a float64 tensor would be."""
-    if isinstance(x, _Tensor) or not hasattr(x, "__array__") or isinstance(x, (str, bytes)):
-        return x
-    try:
-        return torch.as_tensor(x)
-    except (TypeError, ValueError, RuntimeError) as e:
-        raise TypeError(f"{who} {type(x).__name__} that torch cannot take without a copy ({e})") from None
 
 
 def _greedy_verifier(target_rows, draft_probs, tokens, generator):
@@ -394,17 +98,6 @@ def _schedule(what: str, schedule, k: int, draft_step) -> Optional[AdaptiveSched
     return chosen
 
 
-_METHODS = ("token", "block")
-
-
-def _method(what: str, method) -> str:
-    if not isinstance(method, str):
-        raise TypeError(f"{what}: method must be a str, \"token\" or \"block\", got {type(method).__name__}")
-    if method not in _METHODS:
-        raise ValueError(f"{what}: method must be \"token\" or \"block\", got {method!r}")
-    return method
-
-
 def _accept_verifier(method: str) -> Verifier:
     """The default verifier when sampling: `accept` itself for token-wise verification (draft
     probs None: one-hot drafts), or `accept` with method="block"."""
@@ -416,7 +109,7 @@ def _accept_verifier(method: str) -> Verifier:
     return block_verifier
 
 
-class SpeculativeDecoder:
+class SpeculativeDecoder(_Decoder):
     """Speculative decoding with any draft and target model, given as two callbacks.
 
     Each round the draft proposes up to k tokens (j, possibly 0), the target scores the j+1
@@ -635,65 +328,23 @@ class SpeculativeDecoder:
             handed["rows"] = handed["bounds"] = None
             return accept_logits(rows, draft_rows, tokens, temperature=temperature, top_k=top_k, top_p=top_p,
                                  min_p=min_p, generator=gen, draft_bounds=bounds, **method_kw)
-
-        if draft_step is not None:
-            # One-hot drafts (or drafts with their own logits) on the target's warped rows.
-            dec = cls(draft_step, target_logits_step, k, greedy=greedy, generator=generator, verifier=verifier,
-                      schedule=schedule)
-            dec.method = method
-            dec.warping = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p}
-            dec._target_name = "target_logits_step"
-            dec._draft_rows_name = "draft_step returned logits"
-            return dec
-
-        def draft_step(prefix: List[int], k: int):
-            seq, start, rows, bounds = prefix, len(prefix), None, []  # prefix: the loop's own fresh copy
-            vocab = None  # the round's first V: rows of another V could not be stacked
-            for i in range(k):
-                x = draft_logits_step(seq[:])
-                if not (type(x) is _Tensor and x.dtype is _float32 and x.dim() == 1 and x.is_cpu):
-                    x = _from_array(x, "draft_logits_step returned")
-                    _check_draft_logits(x)
-                if vocab is None:
-                    vocab = x.shape[0]
-                    known = dec._known_vocab()  # greedy too: argmax tokens of a wider row could not fit
-                    if known is not None and vocab != known:
-                        raise ValueError(f"draft_logits_step returned logits with V = {vocab} columns but "
-                                         f"target_logits_step returned rows with V = {known}")
-                elif x.shape[0] != vocab:
-                    raise ValueError(f"draft_logits_step returned logits of shape [{x.shape[0]}] after {len(seq)} "
-                                     f"tokens, but of shape [{vocab}] after {start} in the same round: V must "
-                                     f"not change")
-                if not greedy:
-                    # Copied at once: a callback may hand out a view of a buffer that its next
-                    # call overwrites (the llama.cpp adapter does).
-                    if rows is None:
-                        rows = torch.empty((k, vocab), dtype=_float32)
-                    rows[i].copy_(x)
-                try:
-                    if greedy:
-                        t = int(SAMPLE.overload(x, temperature, top_k, top_p, min_p, generator))
-                    else:
-                        token, bound = SAMPLE_WITH_BOUNDS.overload(x, None, temperature, top_k, top_p, min_p, generator)
-                        t = int(token)
-                        bounds.append(bound)
-                except (ValueError, TypeError) as e:
-                    raise type(e)(f"SpeculativeDecoder: the sampling op rejected draft_logits_step's "
-                                  f"logits after {len(seq)} tokens: {e}") from e
-                seq.append(t)
-            handed["rows"], handed["bounds"] = rows, (torch.stack(bounds) if bounds else None)
-            return torch.tensor(seq[start:], dtype=_int64), rows
-
+        if draft_step is None:
+            draft_step = sampling_draft_step(draft_logits_step, lambda: dec._known_vocab(), greedy, temperature,
+                                             top_k, top_p, min_p, generator, handed)
+            rows_name = "draft_logits_step returned logits"
+        else:  # one-hot drafts (or drafts with their own logits) on the target's warped rows
+            rows_name = "draft_step returned logits"
         # Greedy too goes through accept_logits (verify_greedy at temperature 0), so that a bad
         # row is reported as target_logits_step's.
         dec = cls(draft_step, target_logits_step, k, greedy=greedy, generator=generator, verifier=verifier,
                   schedule=schedule)
-        if dec.schedule is not None and callable(getattr(draft_logits_step, "token_seconds", None)):
+        if (draft_logits_step is not None and dec.schedule is not None
+                and callable(getattr(draft_logits_step, "token_seconds", None))):
             dec.schedule.draft_token_hint = draft_logits_step.token_seconds
         dec.method = method
         dec.warping = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p}
         dec._target_name = "target_logits_step"
-        dec._draft_rows_name = "draft_logits_step returned logits"
+        dec._draft_rows_name = rows_name
         return dec
 
     @classmethod
@@ -743,7 +394,6 @@ class SpeculativeDecoder:
                 without draft rows, a token outside the vocabulary) raise its ValueError
                 prefixed with the callback.
         """
-        from .tree_decoder import from_tree
         return from_tree(draft_tree, target_tree_step, greedy=greedy, generator=generator, verifier=verifier)
 
     @classmethod
@@ -772,72 +422,8 @@ class SpeculativeDecoder:
         Raises:
             TypeError, ValueError: as for `from_tree`, and for bad warping parameters.
         """
-        from .tree_decoder import from_tree_logits
         return from_tree_logits(draft_tree, target_tree_logits_step, temperature=temperature, top_k=top_k,
                                 top_p=top_p, min_p=min_p, generator=generator, verifier=verifier)
-
-    def generate(
-        self,
-        prompt_ids: Union[Sequence[int], torch.Tensor],
-        max_new: int = 128,
-        eos_token_id: StopTokens = None,
-        on_tokens: Optional[Callable[[List[int]], None]] = None,
-    ) -> List[int]:
-        """Generates up to `max_new` tokens after `prompt_ids`.
-
-        Args:
-            prompt_ids (`Sequence[int]` or `torch.Tensor`): the prompt: a sequence of ints
-                (NumPy integers and 0-d integer tensors included), or a 1-D or `[1, L]`
-                integer tensor or NumPy array. Ids are >= 0.
-            max_new (`int`, *optional*, defaults to 128): new tokens to generate, >= 0.
-            eos_token_id (`int` or `Iterable[int]`, *optional*): stop token(s). The output
-                ends at the first one emitted, also inside a block of accepted draft tokens
-                (the rest of the block is dropped); stop tokens in the prompt do not count.
-            on_tokens (`Callable[[List[int]], None]`, *optional*): called with each round's
-                new tokens as soon as the round is verified.
-
-        Returns:
-            `List[int]`: `prompt_ids` followed by the new tokens: exactly `max_new` of them,
-            unless a stop token ends the output first.
-
-        Raises:
-            TypeError: an argument of the wrong type (bool is not an int); a callback's
-                output of the wrong type or dtype (the message names the callback).
-            ValueError: a negative `max_new` or token id; a callback's output of the wrong
-                shape, or contents the verification op rejects (a token outside `[0, V)`,
-                NaN, negative values, zero mass): the message names the callback.
-        """
-        if on_tokens is not None and not callable(on_tokens):
-            raise TypeError(f"on_tokens must be callable or None, got {type(on_tokens).__name__}")
-        seq = _prompt_list(prompt_ids)
-        for chunk in self._rounds(seq, max_new, eos_token_id):
-            if on_tokens is not None:
-                on_tokens(chunk)
-        return seq
-
-    def stream(
-        self,
-        prompt_ids: Union[Sequence[int], torch.Tensor],
-        max_new: int = 128,
-        eos_token_id: StopTokens = None,
-    ) -> Iterator[List[int]]:
-        """Like `generate`, but yields each round's new tokens as soon as the round is verified.
-
-        Arguments are checked at the call; nothing else runs before the first `next()`.
-
-        Args:
-            prompt_ids, max_new, eos_token_id: as for `generate`.
-
-        Returns:
-            `Iterator[List[int]]`: each round's new tokens (1 to k+1 ids); their
-            concatenation is what `generate` would add after the prompt.
-
-        Raises:
-            TypeError, ValueError: as for `generate` (argument errors at the call, callback
-                errors at the `next()` of their round).
-        """
-        return self._rounds(_prompt_list(prompt_ids), max_new, eos_token_id)
-
     # The loop ------------------------------------------------------------------------------
 
     def _rounds(self, seq: List[int], max_new: int, eos_token_id: StopTokens) -> Iterator[List[int]]:
@@ -977,26 +563,13 @@ class SpeculativeDecoder:
         who = f"{self._draft_rows_name.partition(' ')[0]}'s tokens"  # draft_step's (draft_logits_step's)
         _check_token_range(tokens.tolist(), vocab, who, source)
 
-    def _check_target(self, rows, k: int) -> int:
-        if not isinstance(rows, torch.Tensor):
-            raise TypeError(f"{self._target_name} returned {_kind(rows)}, expected a float32 tensor [j+1, V]")
-        _dense(rows, f"{self._target_name} returned", "a float32 tensor [j+1, V]")
-        if rows.dtype != torch.float32:
-            raise TypeError(f"{self._target_name} returned rows of dtype {rows.dtype}, expected torch.float32")
-        if rows.dim() != 2 or rows.shape[0] != k + 1 or rows.shape[1] == 0:
-            raise ValueError(f"{self._target_name} returned rows of shape {list(rows.shape)}, expected "
-                             f"[j+1, V] = [{k + 1}, V] with V > 0 for the j = {k} proposed tokens")
-        if not rows.is_cpu:
-            raise ValueError(f"{self._target_name} returned rows on {rows.device}, expected a tensor on the CPU")
-        return rows.shape[1]
-
     def _verify(self, rows, probs, tokens, k: int) -> Tuple[int, int]:
         """One round's decision, (n_accepted, next_token), for k proposed tokens: the
         callbacks' output checked, the verifier called, its errors attributed and its result
         checked."""
         if type(rows) is not _Tensor:
             rows = _from_array(rows, f"{self._target_name} returned")
-        vocab = self._check_target(rows, k)
+        vocab = _check_rows(rows, self._target_name, k, "j", "proposed tokens")
         self._vocab_seen = (self.stats, vocab)  # for the next rounds' draft tokens (_check_proposed)
         if not self.greedy:
             if probs is None:
@@ -1009,7 +582,7 @@ class SpeculativeDecoder:
         try:
             result = self.verifier(rows, probs, tokens, self.generator)
         except (ValueError, TypeError) as e:
-            who = _culprit(e)
+            who = _culprit(e, _CULPRITS)
             if who is None:
                 raise
             if who.startswith("draft_step"):  # from_logits: the drafter may be draft_logits_step
@@ -1025,3 +598,8 @@ class SpeculativeDecoder:
             raise ValueError(f"the verifier returned (n_accepted, next_token) = ({n}, {nxt}), expected "
                              f"0 <= n_accepted <= j = {k} (the proposed tokens) and 0 <= next_token < V = {vocab}")
         return n, nxt
+
+
+# The tree decoder is a SpeculativeDecoder to its users (isinstance, issubclass); it derives
+# from their common base, since this module imports tree_decoder.py (see _decoding.py).
+SpeculativeDecoder.register(TreeDecoder)

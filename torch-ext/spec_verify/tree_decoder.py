@@ -26,16 +26,14 @@ smaller tree; with one token left draft_tree is not called (a 0-node round).
 """
 from __future__ import annotations
 
-import math
-import re
-from dataclasses import dataclass, field
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 
 from ._api import _flag, _index, _kind, _token_tensor, _type_name, _warp_params
+from ._decoding import _check_rows, _check_token_range, _count, _culprit, _Decoder, _dense, _now, _stop_set
+from ._stats import TreeDecodeStats
 from ._trees import verify_tree, verify_tree_probs
-from .decoder import SpeculativeDecoder, _RateStats, _check_token_range, _count, _dense, _now, _stop_set
 
 DraftTree = Callable[[List[int]], Tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]]
 TargetTreeStep = Callable[[List[int], torch.Tensor, torch.Tensor], torch.Tensor]
@@ -53,91 +51,8 @@ def _grow(counts: List[int], i: int) -> None:
     counts[i] += 1
 
 
-@dataclass
-class TreeDecodeStats(_RateStats):
-    """Statistics of one generation in tree mode (`SpeculativeDecoder.stats` of a decoder made
-    by `from_tree` or `from_tree_logits`), updated round by round.
-
-    Counts describe verification outcomes: a stop token inside an accepted path cuts the
-    output (`new_tokens`) but not `accepted`. Times are nanoseconds inside draft_tree,
-    inside target_tree_step, and in checking their output plus the verifier.
-
-    Attributes:
-        node_counts (`List[int]`): rounds by the number of nodes N the target was given
-            (after the nodes too deep for `max_new` were dropped); grows as needed.
-        accepted_length_counts (`List[int]`): rounds by the length of the accepted path.
-        depth_counts (`List[int]`): rounds by the depth of the tree the target was given
-            (0: no nodes).
-        pruned (`int`): nodes dropped because they were deeper than the tokens left.
-        new_tokens (`int`): tokens emitted.
-        draft_calls (`int`): calls of draft_tree.
-        draft_ns, target_ns, verify_ns (`int`): nanoseconds in draft_tree, in
-            target_tree_step, and in checking their output plus the verifier.
-        stop_reason (`str`): `"max_new"`, `"stop_token"`, or `""` while running.
-    """
-
-    node_counts: List[int] = field(default_factory=list)
-    accepted_length_counts: List[int] = field(default_factory=list)
-    depth_counts: List[int] = field(default_factory=list)
-    pruned: int = 0
-    new_tokens: int = 0
-    draft_calls: int = 0
-    draft_ns: int = 0
-    target_ns: int = 0
-    verify_ns: int = 0
-    stop_reason: str = ""
-
-    @property
-    def rounds(self) -> int:
-        """Verification rounds."""
-        return sum(self.node_counts)
-
-    @property
-    def target_calls(self) -> int:
-        """Calls of target_tree_step (one per round)."""
-        return self.rounds
-
-    @property
-    def proposed(self) -> int:
-        """Tree nodes given to the target."""
-        return sum(n * c for n, c in enumerate(self.node_counts))
-
-    @property
-    def accepted(self) -> int:
-        """Nodes accepted (the summed lengths of the accepted paths)."""
-        return sum(n * c for n, c in enumerate(self.accepted_length_counts))
-
-    @property
-    def mean_nodes(self) -> float:
-        """Nodes per round (NaN before the first round)."""
-        r = self.rounds
-        return self.proposed / r if r else math.nan
-
-    @property
-    def mean_accepted(self) -> float:
-        """Accepted path length per round (NaN before the first round)."""
-        r = self.rounds
-        return self.accepted / r if r else math.nan
-
-    @property
-    def acceptance_rate(self) -> float:
-        """Accepted nodes / nodes given to the target (NaN if none was); a tree's siblings
-        compete, so this is below a chain's rate for the same drafts."""
-        p = self.proposed
-        return self.accepted / p if p else math.nan
-
-    def summary(self) -> str:
-        """The statistics in one line."""
-        return (f"{self.new_tokens} tokens in {self.rounds} tree rounds: {self.tokens_per_target_call:.2f} tokens "
-                f"per target call; {self.mean_nodes:.1f} nodes and an accepted path of {self.mean_accepted:.2f} "
-                f"per round ({self.acceptance_rate:.1%} of nodes); time draft {self.draft_seconds * 1e3:.1f} ms, "
-                f"target {self.target_seconds * 1e3:.1f} ms, verify {self.verify_seconds * 1e3:.1f} ms; stopped by "
-                f"{self.stop_reason or '-'}")
-
-
-# Which callback produced what a tree op rejected: the argument the op's message names first
-# ("spec_verify.<op>: <argument>", as in decoder._CULPRITS). {target} is the target
-# callback's name.
+# The callback behind each op argument the tree decoder passes (_decoding._culprit). {target}
+# is the target callback's name.
 _TREE_CULPRITS = {
     "target_probs": "{target}'s rows",
     "target_logits": "{target}'s logits",
@@ -146,7 +61,6 @@ _TREE_CULPRITS = {
     "tokens": "draft_tree's tokens",
     "parents": "draft_tree's parents",
 }
-_OP_ERROR = re.compile(r"spec_verify\.\w+: (\w+)")
 
 
 def _depths(parents: List[int]) -> List[int]:
@@ -160,11 +74,12 @@ def _depths(parents: List[int]) -> List[int]:
     return depth
 
 
-class TreeDecoder(SpeculativeDecoder):
+class TreeDecoder(_Decoder):
     """A `SpeculativeDecoder` whose rounds verify trees; made by `SpeculativeDecoder.from_tree`
     or `SpeculativeDecoder.from_tree_logits` (see them, and this module's docstring for the
     callback contract). `generate` and `stream` work as for any decoder; `.stats` is a
-    `TreeDecodeStats`."""
+    `TreeDecodeStats`. (`decoder.py` registers it as a subclass of `SpeculativeDecoder`, which
+    it cannot derive from without an import cycle: both derive from `_decoding._Decoder`.)"""
 
     def __init__(self, draft_tree: DraftTree, target_tree_step: TargetTreeStep, *, greedy: bool,
                  generator: Optional[torch.Generator], verifier: Optional[TreeVerifier], what: str,
@@ -326,23 +241,9 @@ class TreeDecoder(SpeculativeDecoder):
             _check_token_range(tokens.tolist(), rows.shape[1], "draft_tree's tokens", "draft_tree's rows")
         return tokens, parents, rows
 
-    def _check_target(self, rows, n: int) -> int:
-        name = self._target_name
-        if not isinstance(rows, torch.Tensor):
-            raise TypeError(f"{name} returned {_kind(rows)}, expected a float32 tensor [N+1, V]")
-        _dense(rows, f"{name} returned", "a float32 tensor [N+1, V]")
-        if rows.dtype != _float32:
-            raise TypeError(f"{name} returned rows of dtype {rows.dtype}, expected torch.float32")
-        if rows.dim() != 2 or rows.shape[0] != n + 1 or rows.shape[1] == 0:
-            raise ValueError(f"{name} returned rows of shape {list(rows.shape)}, expected [N+1, V] = [{n + 1}, V] "
-                             f"with V > 0 for the N = {n} tree nodes")
-        if not rows.is_cpu:
-            raise ValueError(f"{name} returned rows on {rows.device}, expected a tensor on the CPU")
-        return rows.shape[1]
-
     def _verify(self, rows, draft_rows, tokens, parents, parent_list) -> Tuple[List[int], int]:
         n = len(parent_list)
-        vocab = self._check_target(rows, n)
+        vocab = _check_rows(rows, self._target_name, n, "N", "tree nodes")
         self._vocab_seen = (self.stats, vocab)  # for the next rounds' draft tokens (_check_tree)
         if draft_rows is not None and draft_rows.shape[1] != vocab:
             raise ValueError(f"draft_tree's rows have V = {draft_rows.shape[1]} columns but {self._target_name} "
@@ -350,8 +251,7 @@ class TreeDecoder(SpeculativeDecoder):
         try:
             result = self.verifier(rows, draft_rows, tokens, parents, self.generator)
         except (ValueError, TypeError) as e:
-            m = _OP_ERROR.match(str(e))
-            who = _TREE_CULPRITS.get(m.group(1)) if m else None
+            who = _culprit(e, _TREE_CULPRITS)
             if who is None:
                 raise
             who = who.format(target=self._target_name)
