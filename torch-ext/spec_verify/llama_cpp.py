@@ -47,9 +47,8 @@ import time
 
 import torch
 
+from ._adapters import _common_prefix, _lookup_decoder
 from .decoder import SpeculativeDecoder
-from .prompt_lookup import PromptLookup
-from .transformers import _common_prefix
 
 
 def _lib():
@@ -325,10 +324,6 @@ def prompt_lookup_decoder(
         TypeError, ValueError: as
             `PromptLookup` and `SpeculativeDecoder.from_logits`.
     """
-    target_logits_step = _target_logits_step(CachedLlama(target, "target"))
-    lookup = PromptLookup(max_ngram=max_ngram, min_ngram=min_ngram)
-    dec = SpeculativeDecoder.from_logits(None, target_logits_step, k, temperature=temperature, top_k=top_k,
-                                         top_p=top_p, min_p=min_p, generator=generator, draft_step=lookup,
-                                         method=method, schedule=schedule)
-    dec.target_cache, dec.drafter = target_logits_step.model, lookup
-    return dec
+    return _lookup_decoder(_target_logits_step(CachedLlama(target, "target")), k, max_ngram=max_ngram, min_ngram=min_ngram,
+                           temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, generator=generator,
+                           method=method, schedule=schedule)
