@@ -31,7 +31,8 @@ torch/csrc/stable and torch/headeronly only, compiled with TORCH_TARGET_VERSION 
 kernel-builder builds build.toml's `[torch.stable-abi] cpu = "2.13"`: the one variant
 torch-stable-abi213-cpu-<arch>-linux, which `kernels` loads on torch 2.13 and every later
 torch. Against an older torch (2.12 for its users, 2.10 for the emulated aarch64 tests) it is
-torch-ext/torch_binding.cpp, torch<MAJ><MIN>-cxx11-cpu-<arch>-linux. --stable-abi X.Y and
+torch-ext/torch_binding.cpp with torch-ext/versioned/ (build_sources.VERSIONED_BINDING),
+torch<MAJ><MIN>-cxx11-cpu-<arch>-linux. --stable-abi X.Y and
 --versioned choose explicitly.
 """
 from __future__ import annotations
@@ -211,7 +212,8 @@ def main() -> int:
                     help=f"build the stable-ABI binding (torch-ext/stable/) for torch X.Y and later "
                          f"(default: {STABLE_ABI} against torch {STABLE_ABI} or later)")
     ap.add_argument("--versioned", action="store_true",
-                    help="build torch-ext/torch_binding.cpp for the given torch only, whatever its version")
+                    help="build the versioned binding (torch-ext/torch_binding.cpp and torch-ext/versioned/) "
+                         "for the given torch only, whatever its version")
     args = ap.parse_args()
     start = time.monotonic()
     cross = args.arch != host
@@ -253,7 +255,7 @@ def main() -> int:
 
     # build.toml's sources, and only those, staged as kernel-builder stages them. Its [torch]
     # list is the stable-ABI binding; the versioned binding (torch212 variants, built by
-    # scripts/variants.sh, not by kernel-builder) is torch-ext/torch_binding.cpp and its header.
+    # scripts/variants.sh, not by kernel-builder) is build_sources.VERSIONED_BINDING.
     config = build_sources.load()
     binding = build_sources.torch_sources(config) if stable else build_sources.VERSIONED_BINDING
     listed = build_sources.kernel_sources(config) + binding

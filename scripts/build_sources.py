@@ -69,9 +69,22 @@ def kernel_cpp(config: dict | None = None) -> list[str]:
     return [f for f in kernel_sources(config) if f.endswith(".cpp")]
 
 
-# The binding of the versioned variants (torch212-cxx11-*: scripts/variants.sh builds them).
+# The binding of the versioned variants (torch212-cxx11-*: scripts/variants.sh builds them):
+# the registry torch-ext/torch_binding.cpp and the files of torch-ext/versioned/.
 # kernel-builder builds build.toml's stable-ABI binding only, so these are in no src list.
-VERSIONED_BINDING = ["torch-ext/torch_binding.cpp", "torch-ext/torch_binding.h"]
+VERSIONED_BINDING = [
+    "torch-ext/torch_binding.cpp",
+    "torch-ext/versioned/ops.h",
+    "torch-ext/versioned/checks.h",
+    "torch-ext/versioned/checks.cpp",
+    "torch-ext/versioned/generators.h",
+    "torch-ext/versioned/generators.cpp",
+    "torch-ext/versioned/logits_args.h",
+    "torch-ext/versioned/logits_args.cpp",
+    "torch-ext/versioned/logits.cpp",
+    "torch-ext/versioned/trees.cpp",
+    "torch-ext/versioned/batches.cpp",
+]
 
 
 def torch_sources(config: dict | None = None) -> list[str]:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The release variants on x86-64 and aarch64, each built by scripts/build.py against a torch
-# wheel from PyPI: torch212-cxx11-cpu-<arch>-linux (torch_binding.cpp, for torch 2.12 only) and
-# torch-stable-abi213-cpu-<arch>-linux (torch-ext/stable/, for torch 2.13 and every later torch).
+# wheel from PyPI: torch212-cxx11-cpu-<arch>-linux (torch-ext/torch_binding.cpp and
+# torch-ext/versioned/, for torch 2.12 only) and torch-stable-abi213-cpu-<arch>-linux
+# (torch-ext/stable/, for torch 2.13 and every later torch).
 #
 #   scripts/variants.sh build   fetch each wheel (pip download --no-deps, cached), unpack its
 #                               headers and libraries, build the variant into build/
@@ -27,7 +28,7 @@ cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 CACHE="${SPEC_VERIFY_CACHE:-$HOME/.cache/spec-verify}/variants"
 # version arch: what is built here (x86-64's stable variant comes from `make build`); build.py
-# builds the stable binding against torch 2.13 and later, torch_binding.cpp against 2.12.
+# builds the stable binding against torch 2.13 and later, the versioned one against 2.12.
 VARIANTS=("2.12.1 x86_64" "2.12.1 aarch64" "2.13.0 aarch64")
 # "torch variant": each torch the x86-64 variants are tested under and the variant get_kernel
 # must choose there; and what each venv needs besides torch.

@@ -46,9 +46,11 @@ def test_every_binding_file_is_listed():
     # variants, which kernel-builder does not build) is build_sources.VERSIONED_BINDING.
     unlisted = sorted(source_files("torch-ext/stable") - set(TORCH))
     assert not unlisted, f"torch-ext/stable/ has files that build.toml's [torch] src leaves out: {unlisted}"
-    unlisted = sorted(source_files("torch-ext") - set(build_sources.VERSIONED_BINDING))
+    versioned = set(build_sources.VERSIONED_BINDING)
+    unlisted = sorted((source_files("torch-ext") | source_files("torch-ext/versioned")) - versioned)
     assert not unlisted, f"torch-ext/ has binding files in neither list: {unlisted}"
     assert all((ROOT / f).is_file() for f in build_sources.VERSIONED_BINDING)
+    assert len(versioned) == len(build_sources.VERSIONED_BINDING), "VERSIONED_BINDING lists a file twice"
 
 
 def test_no_file_listed_twice():
@@ -64,6 +66,20 @@ def test_every_quoted_include_is_listed():
     for f in sorted(f for f in listed if (ROOT / f).is_file()):
         for header in re.findall(r'^\s*#\s*include\s+"([^"]+)"', (ROOT / f).read_text(), re.M):
             assert header in names | generated, f"{f} includes {header!r}, which build.toml does not list"
+
+
+def test_every_versioned_include_is_listed():
+    # The versioned binding's quoted includes, resolved as the compiler resolves them (the
+    # including file's folder first, then csrc/ and the generated registration.h): each must
+    # be a file build.py stages, or the build fails on the missing copy.
+    versioned = set(build_sources.VERSIONED_BINDING)
+    kernel = {Path(f).name for f in KERNEL}
+    for f in build_sources.VERSIONED_BINDING:
+        folder = Path(f).parent
+        for header in re.findall(r'^\s*#\s*include\s+"([^"]+)"', (ROOT / f).read_text(), re.M):
+            local = (folder / header).as_posix()
+            assert local in versioned or header in kernel | {"registration.h"}, (
+                f"{f} includes {header!r}, which neither VERSIONED_BINDING nor build.toml lists")
 
 
 def test_fallback_parser_reads_the_same_lists():

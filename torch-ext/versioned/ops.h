@@ -1,3 +1,6 @@
+// The versioned binding's op kernels (ATen API), as torch_binding.cpp registers them:
+// logits.cpp (the probability-row ops, warping and the ops on logits), trees.cpp and
+// batches.cpp.
 #pragma once
 
 #include <optional>
@@ -99,7 +102,7 @@ std::tuple<at::Tensor, c10::SymInt> verify_tree_probs_with_uniforms_ints(const a
                                                                          const std::optional<at::Tensor>& draft_probs,
                                                                          const at::Tensor& uniforms, bool greedy);
 
-// Note [Ragged batches] (csrc/spec_verify.h): B sequences in vLLM's layout, over threads.
+// Note [Ragged batches] (csrc/batch.h): B sequences in vLLM's layout, over threads.
 std::tuple<at::Tensor, at::Tensor> verify_batch(
     const at::Tensor& target_logits, const at::Tensor& draft_tokens, const at::Tensor& cu_num_draft_tokens,
     const std::optional<at::Tensor>& draft_logits, const std::optional<at::Tensor>& temperature,
