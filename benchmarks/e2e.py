@@ -102,8 +102,8 @@ def sv_generate(dec, prompt, max_new: int) -> dict:
             first = time.perf_counter() - t0
         out.extend(chunk)
     s = dec.stats
-    return dict(seconds=time.perf_counter() - t0, first=first, tokens=out, per_call=s.tokens_per_target_call,
-                k=sum(k * c for k, c in enumerate(s.chosen_length_counts)) / max(s.rounds, 1),
+    return dict(seconds=time.perf_counter() - t0, first=first, tokens=out, calls=s.target_calls,
+                k_sum=sum(k * c for k, c in enumerate(s.chosen_length_counts)), rounds=s.rounds,
                 reasons=dict(s.schedule_reasons))
 
 
@@ -129,12 +129,13 @@ def bench_lookup(sv, name: str, threads: int, tasks, modes, max_new: int, repeat
         for mode in modes:
             params = MODES[mode]
             methods = {"plain": lambda: llama_generate(plain, prompt, max_new, mode)}
-            gen = torch.Generator().manual_seed(0)
-            dec = sv.llama_cpp.prompt_lookup_decoder(plain, k=k, generator=gen, **params)
+            # Each decoder its own generator: interleaved runs do not share one stream of draws.
+            dec = sv.llama_cpp.prompt_lookup_decoder(plain, k=k, generator=torch.Generator().manual_seed(0),
+                                                     **params)
             methods["spec-verify"] = lambda dec=dec: sv_generate(dec, prompt, max_new)
             if fixed:
-                const = sv.llama_cpp.prompt_lookup_decoder(plain, k=fixed, generator=gen, schedule="constant",
-                                                           **params)
+                const = sv.llama_cpp.prompt_lookup_decoder(plain, k=fixed, generator=torch.Generator().manual_seed(1),
+                                                           schedule="constant", **params)
                 methods[f"spec-verify k={fixed}"] = lambda const=const: sv_generate(const, prompt, max_new)
             methods["llama.cpp lookup"] = lambda: llama_generate(peer, prompt, max_new, mode)
             rows += run_cell(dict(model=name, task=task, mode=mode, threads=threads, prompt=len(prompt)),
@@ -178,13 +179,16 @@ def run_cell(cell: dict, methods: dict, repeats: int, mode: str):
         first = statistics.median(r["first"] / p["first"] for p, r in zip(plain, rs))
         tokens = len(rs[0]["tokens"])
         parted = parted_at(rs[0]["tokens"], plain[0]["tokens"]) if mode == "greedy" else None
+        # Tokens per target call and mean k over every repeat (sampled runs differ between repeats).
+        spec = "calls" in rs[0]
+        per_call = sum(len(r["tokens"]) for r in rs) / max(sum(r["calls"] for r in rs), 1) if spec else None
+        k = sum(r["k_sum"] for r in rs) / max(sum(r["rounds"] for r in rs), 1) if spec else None
         rows.append(dict(cell, method=m, tokens=tokens, tok_s=tokens / statistics.median(r["seconds"] for r in rs),
                          ratio=ratio, first_s=statistics.median(r["first"] for r in rs), first_ratio=first,
-                         per_call=rs[-1].get("per_call"), k=rs[-1].get("k"), reasons=rs[-1].get("reasons"),
-                         parted=parted))
+                         per_call=per_call, k=k, reasons=rs[-1].get("reasons"), parted=parted))
         print(f"  {cell['model']:<16} {cell['task']:<14} {mode:<8} {m:<20} {rows[-1]['tok_s']:6.1f} tok/s "
-              f"{ratio:5.2f}x  first {first:4.2f}x" + (f"  {rs[-1]['per_call']:.2f}/call k {rs[-1]['k']:.1f}"
-                                                       if "per_call" in rs[-1] else ""), file=sys.stderr)
+              f"{ratio:5.2f}x  first {first:4.2f}x" + (f"  {per_call:.2f}/call k {k:.1f}" if spec else ""),
+              file=sys.stderr)
     return rows
 
 
