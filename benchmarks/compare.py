@@ -395,8 +395,7 @@ def pipeline_cases(sv, v: int, k: int, seed: int):
     The round: K calls of sample (one draft row each, as a draft model produces them) and
     one accept_logits; the draft's logits equal the target's first K rows (separate
     memory), so every draft token is accepted and the round reads all 2K+1 rows, like the
-    floor. "with draft bounds": sample returns each row's bounds and accept_logits takes them
-    (DESIGN.md, "Draft bounds": the decoder's way), so accepted draft rows are warped once. The reference: transformers' warpers + softmax + torch.multinomial for each
+    floor. The reference: transformers' warpers + softmax + torch.multinomial for each
     draft row, then warpers + softmax of the K+1 target rows and `accept` on them
     (torch_reference.hf_sampled_round). The floor: one torch.sum over the 2K+1 rows. "exp":
     PyTorch's own vectorised exp (into a buffer) over the K+1 rows the round draws a token
@@ -409,22 +408,14 @@ def pipeline_cases(sv, v: int, k: int, seed: int):
     mem[k + 1:] = mem[:k]
     target, draft = mem[: k + 1], mem[k + 1:]
     cases = []
-    for label, temperature, top_p, min_p, handed in (
-            ("round, T 0.8, top-p 0.9", 0.8, 0.9, 0.0, False),
-            ("round with draft bounds, T 0.8, top-p 0.9", 0.8, 0.9, 0.0, True),
-            ("round, T 0.8", 0.8, 1.0, 0.0, False),
-            ("round with draft bounds, T 0.8", 0.8, 1.0, 0.0, True),
-            ("round with draft bounds, T 0.8, min-p 0.05", 0.8, 1.0, 0.05, True)):
+    for label, temperature, top_p, min_p in (
+            ("round, T 0.8, top-p 0.9", 0.8, 0.9, 0.0),
+            ("round, T 0.8", 0.8, 1.0, 0.0),
+            ("round, T 0.8, min-p 0.05", 0.8, 1.0, 0.05)):
         warpers = torch_reference.hf_warpers(temperature, top_p, min_p)
         gen_op, gen_ref = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
 
-        def ours(t=temperature, p=top_p, mp=min_p, gen=gen_op, handed=handed):
-            if handed:
-                drawn = [sv.sample(draft[i], temperature=t, top_p=p, min_p=mp, generator=gen, return_bounds=True)
-                         for i in range(k)]
-                tokens = [int(x) for x, _ in drawn]
-                return sv.accept_logits(target, draft, tokens, temperature=t, top_p=p, min_p=mp, generator=gen,
-                                        draft_bounds=torch.stack([b for _, b in drawn]))
+        def ours(t=temperature, p=top_p, mp=min_p, gen=gen_op):
             tokens = [int(sv.sample(draft[i], temperature=t, top_p=p, min_p=mp, generator=gen)) for i in range(k)]
             return sv.accept_logits(target, draft, tokens, temperature=t, top_p=p, min_p=mp, generator=gen)
 
@@ -438,7 +429,7 @@ def pipeline_cases(sv, v: int, k: int, seed: int):
                 "floor": Column("floor", torch.sum, [(mem,)]),
                 "exp": Column("exp", lambda x=drawn_rows, o=exp_out: torch.exp(x, out=o), [()])}
         cases.append(Case("pipeline", v, k, label, 2 * k + 1, cols,
-                          {"temperature": temperature, "top_p": top_p, "min_p": min_p, "draft_bounds": handed}))
+                          {"temperature": temperature, "top_p": top_p, "min_p": min_p}))
     row = target[0]
     for label, top_p in (("sample one row, T 0.8, top-p 0.9", 0.9), ("sample one row, T 0.8", 1.0)):
         warpers = torch_reference.hf_warpers(0.8, top_p)
@@ -539,9 +530,8 @@ def tree_cases(sv, v: int, seed: int):
     uniforms of 0.5 (the residual then drops it: r(t) = 0 after the first rejection); and,
     in the width-4 trees, the second sibling a token the first residual keeps
     (p(t) / P = 1.2 q(t) / Q, so r_1(t) = 0.2 q(t) / Q > 0), rejected by a uniform of 0.999:
-    deciding it needs the first residual's mass (Note [Tree bounds]); that kind also on rows
-    renormalised to mass 1 after the edits, as a softmax gives them (the pass over p and q
-    then sums the first residual too). The floor: one
+    deciding it needs the first residual's mass; that kind also on rows renormalised to
+    mass 1 after the edits, as a softmax gives them. The floor: one
     torch.sum over the 2 * depth + 1 rows read (target and draft of each expanded node, the
     leaf's target). The reference: the same rules in PyTorch."""
     cases = []
@@ -588,8 +578,7 @@ def tree_cases(sv, v: int, seed: int):
         expanded = [0] + [c + 1 for c in spine]
         floor_rows = torch.cat([target[expanded], draft[expanded[:-1]]])
         # The leaf's draw at 16 uniforms across [0, 1), cycled (the same path each time): its
-        # cost depends on where the draw falls (at u = 0 a logits row's coarse draw always
-        # decides, mid-row it may need the exact weights).
+        # cost depends on where the draw falls.
         us = [torch.cat([u[:-1], torch.tensor([(i + 0.5) / 16], dtype=torch.float64)]) for i in range(16)]
         cols = {"ours": Column("ours", sv.verify_tree_probs_with_uniforms,
                                [(target, tokens, parents, draft, uu) for uu in us]),

@@ -70,7 +70,7 @@ BatchFailure run_sequence(const KernelTable& kt, const Batch& in, const double* 
     o = verify_greedy_round(kt, target, tokens, k, in.vocab, in.params != nullptr);
   } else if (in.params != nullptr) {
     o = accept_logits_round(kt, target, draft, tokens, uniforms + uniform_begin[b], k, in.vocab, in.params[b],
-                            in.method, in.bounds == nullptr ? nullptr : in.bounds + first_draft);
+                            in.method);
   } else {
     o = accept_round(kt, target, draft, tokens, uniforms + uniform_begin[b], k, in.vocab, in.method);
   }

@@ -9,13 +9,10 @@
 //     clear()        sets every lane to +0.0;
 //     fold()         the block sum: l[j] += l[j+8] (j < 8), l[j] += l[j+4] (j < 4),
 //                    l[j] += l[j+2] (j < 2), then l[0] + l[1].
-//   Source: Source::kRows rows of n values read side by side (one row, a target row and its
-//   draft row, a residual computed from two rows).
+//   Source: Source::kRows rows of n values read side by side (one row, a residual computed
+//   from two rows, a kept row and the part of it above its threshold).
 //     add16(v, lanes)  adds values v .. v+15 of row r to lanes[r], value v+j to lane j;
-//     at(v, r)         value v of row r as a float (the block tails);
-//     end_block(b, lanes)  (optional) called once block b is summed, with its lanes
-//                      (lanes[r] for row r), for sources that keep sums of their own per
-//                      block (in lanes of a Lanes type with room for them).
+//     at(v, r)         value v of row r as a float (the block tails).
 //
 // The driver is inlined into each path's kernel (SPEC_VERIFY_INLINE), so that the lane
 // arithmetic, compiled for that path's instruction set, is inlined into it in turn.
@@ -52,7 +49,6 @@ SPEC_VERIFY_INLINE void blocked_mass(Source& source, int64_t n, double* const* b
         block_mass[r][b + k] = sum;
         total[r] += sum;
       }
-      if constexpr (requires { source.end_block(b, lanes[k]); }) source.end_block(b + k, lanes[k]);
     }
   }
   for (; begin < n; ++b, begin += kMassBlock) {
@@ -67,7 +63,6 @@ SPEC_VERIFY_INLINE void blocked_mass(Source& source, int64_t n, double* const* b
       block_mass[r][b] = sum;
       total[r] += sum;
     }
-    if constexpr (requires { source.end_block(b, lanes); }) source.end_block(b, lanes);
   }
   for (int r = 0; r < kRows; ++r) mass[r] = total[r];
 }
@@ -79,35 +74,6 @@ SPEC_VERIFY_INLINE double blocked_mass(Source& source, int64_t n, double* block_
   double mass = 0.0;
   blocked_mass<Lanes>(source, n, &block_mass, &mass);
   return mass;
-}
-
-// Two one-row sources read side by side: a position's target row and its draft row, so a
-// path gets twice the independent add chains. Row needs add16, at and flagged() (true
-// when the row may hold a value row_mass rejects, or one the path's widening cannot take).
-template <class Row>
-struct RowPair {
-  static constexpr int kRows = 2;
-  Row p, q;
-  template <class Lanes>
-  SPEC_VERIFY_INLINE void add16(int64_t v, Lanes* lanes) {
-    p.add16(v, &lanes[0]);
-    q.add16(v, &lanes[1]);
-  }
-  SPEC_VERIFY_INLINE float at(int64_t v, int r) { return r == 0 ? p.at(v, 0) : q.at(v, 0); }
-};
-
-// row_mass_pair on the driver: false (the caller goes row by row) if either row is flagged.
-template <class Lanes, class Row>
-SPEC_VERIFY_INLINE bool blocked_mass_pair(const Row& p, const Row& q, int64_t n, double* p_blocks,
-                                          double* q_blocks, double* p_mass, double* q_mass) {
-  RowPair<Row> rows{p, q};
-  double* const blocks[2] = {p_blocks, q_blocks};
-  double masses[2];
-  blocked_mass<Lanes>(rows, n, blocks, masses);
-  if (rows.p.flagged() || rows.q.flagged()) return false;
-  *p_mass = masses[0];
-  *q_mass = masses[1];
-  return true;
 }
 
 // The scalar half of every path's keep source: its fields and its block tails
@@ -157,28 +123,6 @@ inline int64_t gather_at_least_from(const float* w, int64_t v, int64_t n, float 
     m += w[v] >= t;
   }
   return m;
-}
-
-// Note [Bounded sampling]: approximate block sums within kBlockSumBound. Inside a block, group
-// g of 16 values goes to float32 accumulator g % 4 lane by lane (each from +0.0, so at most
-// four values and three rounding adds per lane), the four accumulators are added as
-// (0 + 1) + (2 + 3), and the 16 lanes and the block's last len % 16 values are summed in
-// float64: at most five float32 roundings on the way from a value to its block sum.
-// Source::f32(v) is value v as a float; the SIMD paths follow the same scheme in vectors
-// (any scheme within the bound would do: the sums decide only whether a draw is certain).
-template <class Source>
-inline void block_sums_f32_from(Source& source, int64_t n, double* block_sum) {
-  for (int64_t b = 0, begin = 0; begin < n; ++b, begin += kMassBlock) {
-    const int64_t end = n - begin < kMassBlock ? n : begin + kMassBlock;
-    const int64_t body_end = end - (end - begin) % kLanes;
-    float acc[4][kLanes] = {};
-    for (int64_t v = begin, g = 0; v < body_end; v += kLanes, ++g)
-      for (int j = 0; j < kLanes; ++j) acc[g % 4][j] += source.f32(v + j);
-    double sum = 0.0;
-    for (int j = 0; j < kLanes; ++j) sum += static_cast<double>((acc[0][j] + acc[1][j]) + (acc[2][j] + acc[3][j]));
-    for (int64_t v = body_end; v < end; ++v) sum += static_cast<double>(source.f32(v));
-    block_sum[b] = sum;
-  }
 }
 
 // What row_mass accepts: every value in [+0.0, FLT_MAX] (-0.0 counts as zero). The SIMD

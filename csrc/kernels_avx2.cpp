@@ -3,10 +3,10 @@
 // Only the kernels carry target("avx2,fma"); the detection below is baseline x86-64 code, so
 // loading the library never runs an AVX instruction on a CPU without it. The path asks for
 // FMA as well as AVX2 and F16C (every AVX2 CPU of Intel and AMD has all three; a CPU or a
-// virtual machine without FMA takes the scalar path): Note [Bounded warping]'s polynomial
-// and Note [Weight upper bounds]' x * c1 + c0 fuse, never the exact paths' arithmetic
-// (intrinsics only, and -ffp-contract=off). No vector constants at namespace scope (they
-// would be built at load time).
+// virtual machine without FMA takes the scalar path): only exp's n * C1, an exact product,
+// is fused (the same bits as unfused); nothing else is (intrinsics only, and
+// -ffp-contract=off). No vector constants at namespace scope (they would be built at load
+// time).
 #include "spec_verify.h"
 
 #if defined(__x86_64__)
@@ -197,17 +197,6 @@ SPEC_VERIFY_AVX2_KERNEL bool f32_row_mass__avx2(const float* row, int64_t n, dou
   return true;
 }
 
-// Both rows of a position side by side: eight accumulation chains instead of four, so the
-// float64 adds are not latency bound. Any row that is not plainly valid (-0.0 included)
-// sends the caller row by row.
-SPEC_VERIFY_AVX2_KERNEL bool f32_row_mass_pair__avx2(const float* p, const float* q, int64_t n,
-                                                     double* p_blocks, double* q_blocks,
-                                                     double* p_mass, double* q_mass) {
-  return blocked_mass_pair<ScaledLanes>(RowValues<false>{p, _mm256_setzero_si256(), false},
-                                        RowValues<false>{q, _mm256_setzero_si256(), false}, n,
-                                        p_blocks, q_blocks, p_mass, q_mass);
-}
-
 // The clamp of residual_value() as an integer max with 0: a float's bits are a negative
 // int32 exactly when its sign is set, so -0.0 and every d < 0 become +0.0 and d > 0 stays
 // (d is never NaN: the rows are finite and residual_scales() keeps the products finite).
@@ -251,138 +240,6 @@ SPEC_VERIFY_AVX2_KERNEL void f32_residual_store__avx2(const float* p, const floa
   *mass = blocked_mass<ScaledLanes>(values, n, block_mass);
 }
 
-// Note [Bounded sampling]: block_sums_f32_from's scheme (blocked_mass.h), 16 lanes as two
-// vectors of 8 per accumulator.
-// Whole blocks here (the accumulators stay in registers); a last, shorter block value by
-// value through block_sums_f32_from (Source::f32).
-template <class Source>
-SPEC_VERIFY_AVX2 inline __attribute__((always_inline)) void block_sums_f32_avx2(Source& source, int64_t n,
-                                                                                  double* block_sum) {
-  int64_t b = 0, begin = 0;
-  for (; n - begin >= kMassBlock; ++b, begin += kMassBlock) {
-    __m256 acc[4][2];
-    for (auto& a : acc) a[0] = a[1] = _mm256_setzero_ps();
-    for (int64_t v = begin; v < begin + kMassBlock; v += 4 * kLanes) {
-      for (int k = 0; k < 4; ++k) {
-        acc[k][0] = _mm256_add_ps(acc[k][0], source.load8(v + 16 * k));
-        acc[k][1] = _mm256_add_ps(acc[k][1], source.load8(v + 16 * k + 8));
-      }
-    }
-    const __m256 s0 = _mm256_add_ps(_mm256_add_ps(acc[0][0], acc[1][0]), _mm256_add_ps(acc[2][0], acc[3][0]));
-    const __m256 s1 = _mm256_add_ps(_mm256_add_ps(acc[0][1], acc[1][1]), _mm256_add_ps(acc[2][1], acc[3][1]));
-    const __m256d w = _mm256_add_pd(_mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(s0)),
-                                                  _mm256_cvtps_pd(_mm256_extractf128_ps(s0, 1))),
-                                    _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(s1)),
-                                                  _mm256_cvtps_pd(_mm256_extractf128_ps(s1, 1))));
-    const __m128d two = _mm_add_pd(_mm256_castpd256_pd128(w), _mm256_extractf128_pd(w, 1));
-    block_sum[b] = _mm_cvtsd_f64(_mm_add_sd(two, _mm_unpackhi_pd(two, two)));
-  }
-  if (begin < n) {
-    struct Tail {
-      Source& source;
-      int64_t begin;
-      float f32(int64_t v) { return source.at(begin + v); }
-    } tail{source, begin};
-    block_sums_f32_from(tail, n - begin, block_sum + b);
-  }
-}
-
-// The row's values, every sign bit or-ed into `signs`; a positive NaN or infinity makes
-// the sums non-finite, which the caller checks.
-struct RowF32Values {
-  const float* row;
-  __m256i signs;
-  bool tail_sign;
-  SPEC_VERIFY_AVX2 __m256 load8(int64_t v) {
-    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + v));
-    signs = _mm256_or_si256(signs, x);
-    return _mm256_castsi256_ps(x);
-  }
-  float at(int64_t v) {
-    tail_sign |= std::signbit(row[v]);
-    return row[v];
-  }
-};
-
-SPEC_VERIFY_AVX2_KERNEL bool f32_row_block_sums__avx2(const float* row, int64_t n, double* block_sum) {
-  RowF32Values source{row, _mm256_setzero_si256(), false};
-  block_sums_f32_avx2(source, n, block_sum);
-  return !source.tail_sign && _mm256_movemask_ps(_mm256_castsi256_ps(source.signs)) == 0;
-}
-
-struct ResidualF32Values {
-  const float* p;
-  const float* q;
-  __m256 va, vb;
-  float a, b;
-  SPEC_VERIFY_AVX2 __m256 load8(int64_t v) const {
-    const __m256 d = _mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(p + v), va), _mm256_mul_ps(_mm256_loadu_ps(q + v), vb));
-    return _mm256_castsi256_ps(_mm256_max_epi32(_mm256_castps_si256(d), _mm256_setzero_si256()));
-  }
-  float at(int64_t v) const { return residual_value(p[v], q[v], a, b); }
-};
-
-SPEC_VERIFY_AVX2_KERNEL void f32_residual_block_sums__avx2(const float* p, const float* q, float a, float b,
-                                                           int64_t n, double* block_sum) {
-  ResidualF32Values source{p, q, _mm256_set1_ps(a), _mm256_set1_ps(b), a, b};
-  block_sums_f32_avx2(source, n, block_sum);
-}
-
-// pair_block_sums (Note [Bounded rejection]): the block sums of p, of q and of
-// max(0, p - q) in one pass, as NEON's: one accumulator of 16 lanes (two vectors) per row,
-// the 16 groups of a block in four steps of four, each step's groups added as a tree
-// ((g0 + g1) + (g2 + g3)) before the accumulator (five float32 adds from a value to its
-// lane), the lanes folded in float64. The clamp is an integer max with 0 (residual_value's
-// at factors 1); every sign bit is or-ed into `signs`. The last, shorter block goes
-// through the one-row kernels.
-SPEC_VERIFY_AVX2_KERNEL bool f32_pair_block_sums__avx2(const float* p, const float* q, int64_t n, double* p_sum,
-                                                       double* q_sum, double* guess_sum) {
-  __m256i signs = _mm256_setzero_si256();
-  const auto fold = [](const __m256* a) SPEC_VERIFY_AVX2 {
-    const __m256d w = _mm256_add_pd(_mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(a[0])),
-                                                  _mm256_cvtps_pd(_mm256_extractf128_ps(a[0], 1))),
-                                    _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(a[1])),
-                                                  _mm256_cvtps_pd(_mm256_extractf128_ps(a[1], 1))));
-    const __m128d two = _mm_add_pd(_mm256_castpd256_pd128(w), _mm256_extractf128_pd(w, 1));
-    return _mm_cvtsd_f64(_mm_add_sd(two, _mm_unpackhi_pd(two, two)));
-  };
-  int64_t b = 0, begin = 0;
-  for (; n - begin >= kMassBlock; ++b, begin += kMassBlock) {
-    __m256 ap[2], aq[2], ag[2];
-    for (int64_t step = 0; step < 4; ++step) {
-      const int64_t v = begin + 64 * step;
-      for (int h = 0; h < 2; ++h) {  // lanes 8h..8h+7 of the four groups
-        __m256 x[4], y[4], g[4];
-        for (int j = 0; j < 4; ++j) {
-          const __m256i xi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + v + 16 * j + 8 * h));
-          const __m256i yi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + v + 16 * j + 8 * h));
-          signs = _mm256_or_si256(signs, _mm256_or_si256(xi, yi));
-          x[j] = _mm256_castsi256_ps(xi);
-          y[j] = _mm256_castsi256_ps(yi);
-          const __m256 d = _mm256_sub_ps(x[j], y[j]);
-          g[j] = _mm256_castsi256_ps(_mm256_max_epi32(_mm256_castps_si256(d), _mm256_setzero_si256()));
-        }
-        const __m256 tp = _mm256_add_ps(_mm256_add_ps(x[0], x[1]), _mm256_add_ps(x[2], x[3]));
-        const __m256 tq = _mm256_add_ps(_mm256_add_ps(y[0], y[1]), _mm256_add_ps(y[2], y[3]));
-        const __m256 tg = _mm256_add_ps(_mm256_add_ps(g[0], g[1]), _mm256_add_ps(g[2], g[3]));
-        ap[h] = step == 0 ? tp : _mm256_add_ps(ap[h], tp);
-        aq[h] = step == 0 ? tq : _mm256_add_ps(aq[h], tq);
-        ag[h] = step == 0 ? tg : _mm256_add_ps(ag[h], tg);
-      }
-    }
-    p_sum[b] = fold(ap);
-    q_sum[b] = fold(aq);
-    guess_sum[b] = fold(ag);
-  }
-  if (begin < n) {
-    if (!f32_row_block_sums__avx2(p + begin, n - begin, p_sum + b) ||
-        !f32_row_block_sums__avx2(q + begin, n - begin, q_sum + b))
-      return false;
-    f32_residual_block_sums__avx2(p + begin, q + begin, 1.0f, 1.0f, n - begin, guess_sum + b);
-  }
-  return _mm256_movemask_ps(_mm256_castsi256_ps(signs)) == 0;
-}
-
 // Note [One exp], 8 lanes.
 struct Avx2Ops {
   using F = __m256;
@@ -393,17 +250,6 @@ struct Avx2Ops {
   static SPEC_VERIFY_AVX2 F mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static SPEC_VERIFY_AVX2 F max(F a, F b) { return _mm256_max_ps(a, b); }
   static SPEC_VERIFY_AVX2 F sub_exact_product(F a, F b, F c) { return _mm256_fnmadd_ps(b, c, a); }  // fused: b * c is exact
-  // For exp_approx and approx_weight_sums (Note [Bounded warping]) only.
-  static constexpr int kLanes = 8;
-  static SPEC_VERIFY_AVX2 F mul_add(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
-  static SPEC_VERIFY_AVX2 F load(const float* x) { return _mm256_loadu_ps(x); }
-  static SPEC_VERIFY_AVX2 void store(float* w, F e) { _mm256_storeu_ps(w, e); }
-  static SPEC_VERIFY_AVX2 F div(F a, F b) { return _mm256_div_ps(a, b); }
-  static SPEC_VERIFY_AVX2 float hsum(F a) {
-    const __m128 four = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-    const __m128 two = _mm_add_ps(four, _mm_movehl_ps(four, four));
-    return _mm_cvtss_f32(_mm_add_ss(two, _mm_movehdup_ps(two)));
-  }
   static SPEC_VERIFY_AVX2 I bits(F x) { return _mm256_castps_si256(x); }
   static SPEC_VERIFY_AVX2 F from_bits(I i) { return _mm256_castsi256_ps(i); }
   static SPEC_VERIFY_AVX2 I isplat(int32_t i) { return _mm256_set1_epi32(i); }
@@ -412,29 +258,6 @@ struct Avx2Ops {
   template <int s> static SPEC_VERIFY_AVX2 I srai(I a) { return _mm256_srai_epi32(a, s); }
   template <int s> static SPEC_VERIFY_AVX2 I slli(I a) { return _mm256_slli_epi32(a, s); }
   static SPEC_VERIFY_AVX2 F scale(F p, F, F t) { return scale_by_two_factors<Avx2Ops>(p, t); }
-  // cvttps2dq then the integer clamp (a NaN or t >= 2^31 gives INT_MIN, clamped to 0).
-  static SPEC_VERIFY_AVX2 F nonnegative_bits(F t) {
-    return _mm256_castsi256_ps(_mm256_max_epi32(_mm256_cvttps_epi32(t), _mm256_setzero_si256()));
-  }
-  static SPEC_VERIFY_AVX2 F keep_above(F a, F t) { return _mm256_and_ps(_mm256_cmp_ps(a, t, _CMP_GT_OQ), a); }
-  struct MaxTrack {  // Note [Argmax with upper sums]: maxps ignores a NaN in x, the compare records it
-    __m256 m, unordered;
-    SPEC_VERIFY_AVX2 MaxTrack() : m(_mm256_setzero_ps()), unordered(_mm256_setzero_ps()) {}
-    SPEC_VERIFY_AVX2 void reset() { m = _mm256_set1_ps(-std::numeric_limits<float>::infinity()); }
-    SPEC_VERIFY_AVX2 void add(__m256 x) {
-      unordered = _mm256_or_ps(unordered, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
-      m = _mm256_max_ps(x, m);
-    }
-    SPEC_VERIFY_AVX2 float block_max() const {
-      const __m128 four = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-      const __m128 two = _mm_max_ps(four, _mm_movehl_ps(four, four));
-      return _mm_cvtss_f32(_mm_max_ss(two, _mm_movehdup_ps(two)));
-    }
-    SPEC_VERIFY_AVX2 bool exceeds(float best) const {
-      return _mm256_movemask_ps(_mm256_cmp_ps(m, _mm256_set1_ps(best), _CMP_GT_OQ)) != 0;
-    }
-    SPEC_VERIFY_AVX2 bool nan() const { return _mm256_movemask_ps(unordered) != 0; }
-  };
 };
 
 // The weights as a source of the mass driver: computed, stored and summed in one pass.
@@ -456,29 +279,6 @@ SPEC_VERIFY_AVX2_KERNEL void f32_row_weights__avx2(const float* x, int64_t n, fl
                                                    double* mass) {
   WeightValues values{{x, w, temperature, z_max}, _mm256_set1_ps(temperature), _mm256_set1_ps(z_max)};
   *mass = blocked_mass<ScaledLanes>(values, n, block_mass);
-}
-
-// Note [Bounded warping]'s sums: with FMA, exp_approx's polynomial is about half the
-// operations. Its bound holds fused or not.
-SPEC_VERIFY_AVX2_KERNEL void f32_row_weight_sums__avx2(const float* x, int64_t n, float temperature,
-                                                       float z_max, float* w, double* block_sum) {
-  if (w == nullptr) approx_weight_sums<Avx2Ops, false>(x, n, temperature, z_max, w, block_sum);
-  else approx_weight_sums<Avx2Ops, true>(x, n, temperature, z_max, w, block_sum);
-}
-
-SPEC_VERIFY_AVX2_KERNEL void f32_row_upper_weight_sums__avx2(const float* x, int64_t n, float c1, float c0,
-                                                             double* block_sum) {
-  upper_weight_sums<Avx2Ops>(x, n, c1, c0, block_sum);  // fused: one rounding (the bound allows two)
-}
-
-SPEC_VERIFY_AVX2_KERNEL bool f32_row_argmax_upper_weight_sums__avx2(const float* x, int64_t n, float c1, float c0,
-                                                                    int64_t* index, double* block_sum) {
-  return argmax_upper_weight_sums<Avx2Ops>(x, n, c1, c0, index, block_sum);
-}
-
-SPEC_VERIFY_AVX2_KERNEL void f32_row_upper_weight_sums_above__avx2(const float* x, int64_t n, float c1, float c0,
-                                                                   float tau, double* block_sum, double* above_sum) {
-  upper_weight_sums_above<Avx2Ops>(x, n, c1, c0, tau, block_sum, above_sum);
 }
 
 // r(v) = w(v) >= t ? w(v) : +0.0 (row 0, stored unless r is null) and the w(v) > t (row 1).
@@ -507,39 +307,6 @@ SPEC_VERIFY_AVX2_KERNEL void f32_keep_at_least__avx2(const float* w, int64_t n, 
                                                      double* r_blocks, double* r_mass,
                                                      double* above_blocks, double* above_mass) {
   blocked_keep_at_least<ScaledLanes, KeepValues>(w, n, t, r, r_blocks, r_mass, above_blocks, above_mass);
-}
-
-// Note [Mass bounds]: four float32 accumulators of 8 lanes; the unsigned max of the bits
-// vouches for every value in [+0.0, FLT_MAX] (-0.0 too is refused: the caller's row_mass
-// takes it).
-SPEC_VERIFY_AVX2 bool f32_row_sum_f32__avx2(const float* row, int64_t n, float* sum) {
-  __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-  __m256i signs = _mm256_setzero_si256();
-  int64_t v = 0;
-  for (; v + 32 <= n; v += 32) {
-    __m256 x0 = _mm256_loadu_ps(row + v), x1 = _mm256_loadu_ps(row + v + 8);
-    __m256 x2 = _mm256_loadu_ps(row + v + 16), x3 = _mm256_loadu_ps(row + v + 24);
-    // Each vector loaded once: GCC would otherwise load it again for the adds.
-    asm("" : "+x"(x0), "+x"(x1), "+x"(x2), "+x"(x3));
-    // Sign bits or-ed (negatives and -0.0 refused); +inf or a NaN makes the sum non-finite.
-    signs = _mm256_or_si256(signs, _mm256_or_si256(_mm256_or_si256(_mm256_castps_si256(x0), _mm256_castps_si256(x1)),
-                                                   _mm256_or_si256(_mm256_castps_si256(x2), _mm256_castps_si256(x3))));
-    s0 = _mm256_add_ps(s0, x0);
-    s1 = _mm256_add_ps(s1, x1);
-    s2 = _mm256_add_ps(s2, x2);
-    s3 = _mm256_add_ps(s3, x3);
-  }
-  if (_mm256_movemask_ps(_mm256_castsi256_ps(signs)) != 0) return false;
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
-  float s = 0.0f;
-  for (float x : lanes) s += x;
-  for (; v < n; ++v) {
-    if (std::signbit(row[v])) return false;
-    s += row[v];
-  }
-  *sum = s;
-  return std::isfinite(s);
 }
 
 // Note [Half rows], eight at a time: F16C's vcvtph2ps, and bfloat16 zero-extended and
@@ -581,23 +348,13 @@ const KernelTable* avx2_kernels() {
       .name = "avx2",
       .row_argmax = f32_row_argmax__avx2,
       .row_mass = f32_row_mass__avx2,
-      .row_mass_pair = f32_row_mass_pair__avx2,
       .residual_mass = f32_residual_mass__avx2,
       .row_weights = f32_row_weights__avx2,
       .keep_at_least = f32_keep_at_least__avx2,
       .gather_at_least = f32_gather_at_least__avx2,
       .residual_store = f32_residual_store__avx2,
-      .row_sum_f32 = f32_row_sum_f32__avx2,
       .widen_f16 = f16_widen__avx2,
       .widen_bf16 = bf16_widen__avx2,
-      .row_block_sums = f32_row_block_sums__avx2,
-      .residual_block_sums = f32_residual_block_sums__avx2,
-      .row_mass_pair_guess = nullptr,
-      .row_weight_sums = f32_row_weight_sums__avx2,
-      .pair_block_sums = f32_pair_block_sums__avx2,
-      .row_upper_weight_sums = f32_row_upper_weight_sums__avx2,
-      .row_upper_weight_sums_above = f32_row_upper_weight_sums_above__avx2,
-      .row_argmax_upper_weight_sums = f32_row_argmax_upper_weight_sums__avx2,
   };
   // Every CPU with AVX2 has F16C and FMA too; all three are checked all the same.
   static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&

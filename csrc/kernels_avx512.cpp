@@ -155,101 +155,6 @@ SPEC_VERIFY_AVX512_KERNEL bool f32_row_mass__avx512(const float* row, int64_t n,
   return true;
 }
 
-// Both rows of a position side by side: more independent add chains, and one vpternlogd
-// (a | b | c) ors the sign bits of both rows' 16 values into one register.
-struct PairValues {
-  static constexpr int kRows = 2;
-  const float* p;
-  const float* q;
-  __m512i signs;
-  bool tail_sign;
-  SPEC_VERIFY_AVX512 void add16(int64_t v, Avx512MassLanes* lanes) {
-    signs = _mm512_ternarylogic_epi32(_mm512_loadu_si512(p + v), _mm512_loadu_si512(q + v), signs, 0xfe);
-    lanes[0].add(_mm256_loadu_ps(p + v), _mm256_loadu_ps(p + v + 8));
-    lanes[1].add(_mm256_loadu_ps(q + v), _mm256_loadu_ps(q + v + 8));
-  }
-  SPEC_VERIFY_AVX512 float at(int64_t v, int r) {
-    const float x = r == 0 ? p[v] : q[v];
-    tail_sign |= std::signbit(x);
-    return x;
-  }
-};
-
-SPEC_VERIFY_AVX512_KERNEL bool f32_row_mass_pair__avx512(const float* p, const float* q, int64_t n,
-                                                         double* p_blocks, double* q_blocks,
-                                                         double* p_mass, double* q_mass) {
-  PairValues values{p, q, _mm512_setzero_si512(), false};
-  double* const blocks[2] = {p_blocks, q_blocks};
-  double masses[2];
-  blocked_mass<Avx512MassLanes>(values, n, blocks, masses);
-  if (values.tail_sign || _mm512_cmplt_epi32_mask(values.signs, _mm512_setzero_si512()) != 0 ||
-      !std::isfinite(masses[0]) || !std::isfinite(masses[1]))
-    return false;  // the caller goes row by row
-  *p_mass = masses[0];
-  *q_mass = masses[1];
-  return true;
-}
-
-// row_mass_pair_guess: PairValues, and the float32 sums of max(0, p - q) per block (Note
-// [Bounded sampling]) in one more register per block (GuessLanes, so the driver's unrolled
-// blocks keep it in a register too): the vectors loaded for the sign bits give the
-// difference; the tail values (at(v, 1) follows at(v, 0)) go in float64.
-struct GuessLanes : Avx512MassLanes {
-  __m512 guess;
-  SPEC_VERIFY_AVX512 void clear() {
-    Avx512MassLanes::clear();
-    guess = _mm512_setzero_ps();
-  }
-};
-
-struct PairGuessValues {
-  static constexpr int kRows = 2;
-  const float* p;
-  const float* q;
-  __m512i signs;
-  bool tail_sign;
-  double* guess_sum;
-  double tail;
-  SPEC_VERIFY_AVX512 void add16(int64_t v, GuessLanes* lanes) {
-    __m512i x = _mm512_loadu_si512(p + v), y = _mm512_loadu_si512(q + v);
-    asm("" : "+v"(x), "+v"(y));  // loaded once (GCC would load them again for the difference)
-    signs = _mm512_ternarylogic_epi32(x, y, signs, 0xfe);
-    const __m512 d = _mm512_sub_ps(_mm512_castsi512_ps(x), _mm512_castsi512_ps(y));
-    lanes[0].guess = _mm512_add_ps(lanes[0].guess,
-                                   _mm512_castsi512_ps(_mm512_max_epi32(_mm512_castps_si512(d), _mm512_setzero_si512())));
-    lanes[0].add(_mm256_loadu_ps(p + v), _mm256_loadu_ps(p + v + 8));
-    lanes[1].add(_mm256_loadu_ps(q + v), _mm256_loadu_ps(q + v + 8));
-  }
-  SPEC_VERIFY_AVX512 float at(int64_t v, int r) {
-    const float x = r == 0 ? p[v] : q[v];
-    tail_sign |= std::signbit(x);
-    if (r == 1) tail += static_cast<double>(residual_value(p[v], q[v], 1.0f, 1.0f));
-    return x;
-  }
-  SPEC_VERIFY_AVX512 void end_block(int64_t b, const GuessLanes* lanes) {
-    const __m512 g = lanes[0].guess;
-    const __m512d wide = _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(g)),
-                                       _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(g), 1))));
-    guess_sum[b] = _mm512_reduce_add_pd(wide) + tail;
-    tail = 0.0;
-  }
-};
-
-SPEC_VERIFY_AVX512_KERNEL bool f32_row_mass_pair_guess__avx512(const float* p, const float* q, int64_t n,
-                                                               double* p_blocks, double* q_blocks,
-                                                               double* p_mass, double* q_mass, double* guess_sum) {
-  PairGuessValues values{p, q, _mm512_setzero_si512(), false, guess_sum, 0.0};
-  double* const blocks[2] = {p_blocks, q_blocks};
-  double masses[2];
-  blocked_mass<GuessLanes>(values, n, blocks, masses);
-  if (values.tail_sign || _mm512_cmplt_epi32_mask(values.signs, _mm512_setzero_si512()) != 0 ||
-      !std::isfinite(masses[0]) || !std::isfinite(masses[1]))
-    return false;  // the caller goes row by row
-  *p_mass = masses[0];
-  *q_mass = masses[1];
-  return true;
-}
-
 // The clamp of residual_value() as an integer max with 0: a float's bits are a negative
 // int32 exactly when its sign is set, so -0.0 and every d < 0 become +0.0 and d > 0 stays
 // (d is never NaN: the rows are finite and residual_scales() keeps the products finite).
@@ -299,34 +204,8 @@ struct Avx512Ops {
   static SPEC_VERIFY_AVX512 F mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static SPEC_VERIFY_AVX512 F max(F a, F b) { return _mm512_max_ps(a, b); }
   static SPEC_VERIFY_AVX512 F sub_exact_product(F a, F b, F c) { return _mm512_fnmadd_ps(b, c, a); }  // fused: b * c is exact
-  // For exp_approx and approx_weight_sums (Note [Bounded warping]) only.
-  static constexpr int kLanes = 16;
-  static SPEC_VERIFY_AVX512 F mul_add(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
-  static SPEC_VERIFY_AVX512 F load(const float* x) { return _mm512_loadu_ps(x); }
-  static SPEC_VERIFY_AVX512 void store(float* w, F e) { _mm512_storeu_ps(w, e); }
-  static SPEC_VERIFY_AVX512 F div(F a, F b) { return _mm512_div_ps(a, b); }
-  static SPEC_VERIFY_AVX512 float hsum(F a) { return _mm512_reduce_add_ps(a); }
   // vscalefps: p * 2^n with one rounding, as scale_by_two_factors gives it.
   static SPEC_VERIFY_AVX512 F scale(F p, F n, F) { return _mm512_scalef_ps(p, n); }
-  // cvttps2dq then the integer clamp (a NaN or t >= 2^31 gives INT_MIN, clamped to 0).
-  static SPEC_VERIFY_AVX512 F nonnegative_bits(F t) {
-    return _mm512_castsi512_ps(_mm512_max_epi32(_mm512_cvttps_epi32(t), _mm512_setzero_si512()));
-  }
-  static SPEC_VERIFY_AVX512 F keep_above(F a, F t) { return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(a, t, _CMP_GT_OQ), a); }
-  struct MaxTrack {  // Note [Argmax with upper sums]: maxps ignores a NaN in x, the mask records it
-    __m512 m;
-    __mmask16 unordered = 0;
-    SPEC_VERIFY_AVX512 void reset() { m = _mm512_set1_ps(-std::numeric_limits<float>::infinity()); }
-    SPEC_VERIFY_AVX512 void add(__m512 x) {
-      unordered |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-      m = _mm512_max_ps(x, m);
-    }
-    SPEC_VERIFY_AVX512 float block_max() const { return _mm512_reduce_max_ps(m); }
-    SPEC_VERIFY_AVX512 bool exceeds(float best) const {
-      return _mm512_cmp_ps_mask(m, _mm512_set1_ps(best), _CMP_GT_OQ) != 0;
-    }
-    bool nan() const { return unordered != 0; }
-  };
 };
 
 // The weights as a source of the mass driver: computed, stored and summed in one pass.
@@ -351,29 +230,6 @@ SPEC_VERIFY_AVX512_KERNEL void f32_row_weights__avx512(const float* x, int64_t n
   *mass = blocked_mass<Avx512Lanes>(values, n, block_mass);
 }
 
-SPEC_VERIFY_AVX512_KERNEL void f32_row_weight_sums__avx512(const float* x, int64_t n, float temperature,
-                                                           float z_max, float* w, double* block_sum) {
-  if (w == nullptr) approx_weight_sums<Avx512Ops, false>(x, n, temperature, z_max, w, block_sum);
-  else approx_weight_sums<Avx512Ops, true>(x, n, temperature, z_max, w, block_sum);
-}
-
-SPEC_VERIFY_AVX512_KERNEL void f32_row_upper_weight_sums__avx512(const float* x, int64_t n, float c1, float c0,
-                                                                 double* block_sum) {
-  upper_weight_sums<Avx512Ops>(x, n, c1, c0, block_sum);
-}
-
-SPEC_VERIFY_AVX512_KERNEL bool f32_row_argmax_upper_weight_sums__avx512(const float* x, int64_t n, float c1,
-                                                                        float c0, int64_t* index,
-                                                                        double* block_sum) {
-  return argmax_upper_weight_sums<Avx512Ops>(x, n, c1, c0, index, block_sum);
-}
-
-SPEC_VERIFY_AVX512_KERNEL void f32_row_upper_weight_sums_above__avx512(const float* x, int64_t n, float c1,
-                                                                       float c0, float tau, double* block_sum,
-                                                                       double* above_sum) {
-  upper_weight_sums_above<Avx512Ops>(x, n, c1, c0, tau, block_sum, above_sum);
-}
-
 // r(v) = w(v) >= t ? w(v) : +0.0 (row 0, stored unless r is null) and the w(v) > t (row 1).
 template <bool kStore>
 struct KeepValues : KeepTail<kStore> {
@@ -396,186 +252,6 @@ SPEC_VERIFY_AVX512_KERNEL void f32_keep_at_least__avx512(const float* w, int64_t
                                                          double* r_mass, double* above_blocks,
                                                          double* above_mass) {
   blocked_keep_at_least<Avx512Lanes, KeepValues>(w, n, t, r, r_blocks, r_mass, above_blocks, above_mass);
-}
-
-// Note [Mass bounds]: four float32 accumulators of 16 lanes. Vouching as row_mass does (see
-// RowValues): the sign bits or-ed, two vectors at a time into one vpternlogd, refuse
-// negatives and -0.0; +inf or a NaN makes the sum non-finite, which is refused too.
-SPEC_VERIFY_AVX512 bool f32_row_sum_f32__avx512(const float* row, int64_t n, float* sum) {
-  __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-  __m512i signs = _mm512_setzero_si512();
-  int64_t v = 0;
-  for (; v + 64 <= n; v += 64) {
-    __m512i x0 = _mm512_loadu_si512(row + v), x1 = _mm512_loadu_si512(row + v + 16);
-    __m512i x2 = _mm512_loadu_si512(row + v + 32), x3 = _mm512_loadu_si512(row + v + 48);
-    // Each vector loaded once (as in block_max): GCC would otherwise fold second loads
-    // into the adds, and the loop would wait on the load ports.
-    asm("" : "+v"(x0), "+v"(x1), "+v"(x2), "+v"(x3));
-    signs = _mm512_ternarylogic_epi32(signs, x0, x1, 0xfe);
-    signs = _mm512_ternarylogic_epi32(signs, x2, x3, 0xfe);
-    s0 = _mm512_add_ps(s0, _mm512_castsi512_ps(x0));
-    s1 = _mm512_add_ps(s1, _mm512_castsi512_ps(x1));
-    s2 = _mm512_add_ps(s2, _mm512_castsi512_ps(x2));
-    s3 = _mm512_add_ps(s3, _mm512_castsi512_ps(x3));
-  }
-  if (_mm512_cmplt_epi32_mask(signs, _mm512_setzero_si512()) != 0) return false;
-  float s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
-  for (; v < n; ++v) {
-    if (std::signbit(row[v])) return false;
-    s += row[v];
-  }
-  *sum = s;
-  return std::isfinite(s);
-}
-
-// Note [Bounded sampling]: the scheme of block_sums_f32_from (blocked_mass.h) in vectors:
-// group g of a block into accumulator g % 4 (its first group taken as it is, which is
-// +0.0 + x up to the sign of a zero), the accumulators added as (0 + 1) + (2 + 3), the 16
-// lanes widened and summed in float64 with the block's tail. Nothing is widened per value.
-template <class Source>
-SPEC_VERIFY_AVX512 SPEC_VERIFY_INLINE void block_sums_f32_avx512(Source& source, int64_t n, double* block_sum) {
-  int64_t b = 0, begin = 0;
-  for (; n - begin >= kMassBlock; ++b, begin += kMassBlock) {
-    __m512 a0 = source.load16(begin), a1 = source.load16(begin + 16);
-    __m512 a2 = source.load16(begin + 32), a3 = source.load16(begin + 48);
-    for (int64_t g = 64; g < kMassBlock; g += 64) {
-      a0 = _mm512_add_ps(a0, source.load16(begin + g));
-      a1 = _mm512_add_ps(a1, source.load16(begin + g + 16));
-      a2 = _mm512_add_ps(a2, source.load16(begin + g + 32));
-      a3 = _mm512_add_ps(a3, source.load16(begin + g + 48));
-    }
-    const __m512 s = _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3));
-    const __m512d wide = _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(s)),
-                                       _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1))));
-    block_sum[b] = _mm512_reduce_add_pd(wide);
-  }
-  if (begin < n) {
-    const int64_t body_end = n - (n - begin) % kLanes;
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    for (int64_t v = begin, g = 0; v < body_end; v += kLanes, ++g) acc[g % 4] = _mm512_add_ps(acc[g % 4], source.load16(v));
-    const __m512 s = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
-    const __m512d wide = _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(s)),
-                                       _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1))));
-    double sum = _mm512_reduce_add_pd(wide);
-    for (int64_t v = body_end; v < n; ++v) sum += static_cast<double>(source.at(v));
-    block_sum[b] = sum;
-  }
-}
-
-// The row's values for block_sums_f32_avx512 (the tail block below); every sign bit seen is
-// or-ed into `signs`.
-struct RowF32Values {
-  const float* row;
-  __m512i signs;
-  bool tail_sign;
-  SPEC_VERIFY_AVX512 SPEC_VERIFY_INLINE __m512 load16(int64_t v) {
-    const __m512i x = _mm512_loadu_si512(row + v);
-    signs = _mm512_or_si512(signs, x);
-    return _mm512_castsi512_ps(x);
-  }
-  SPEC_VERIFY_AVX512 float at(int64_t v) {
-    tail_sign |= std::signbit(row[v]);
-    return row[v];
-  }
-};
-
-// Whole blocks: each vector loaded once (as in block_max: GCC would load them again
-// for the adds) and its sign bits or-ed into `signs`, two vectors per vpternlogd. A
-// positive NaN or infinity makes its block sum, and so the total, non-finite, which the
-// caller checks.
-SPEC_VERIFY_AVX512_KERNEL bool f32_row_block_sums__avx512(const float* row, int64_t n, double* block_sum) {
-  __m512i signs = _mm512_setzero_si512();
-  int64_t b = 0, begin = 0;
-  for (; n - begin >= kMassBlock; ++b, begin += kMassBlock) {
-    __m512 acc[4];
-    for (int64_t g = 0; g < kMassBlock; g += 128) {
-      __m512i x[8];
-      for (int k = 0; k < 8; ++k) x[k] = _mm512_loadu_si512(row + begin + g + 16 * k);
-      asm("" : "+v"(x[0]), "+v"(x[1]), "+v"(x[2]), "+v"(x[3]), "+v"(x[4]), "+v"(x[5]), "+v"(x[6]), "+v"(x[7]));
-      for (int k = 0; k < 8; k += 2) signs = _mm512_ternarylogic_epi32(signs, x[k], x[k + 1], 0xfe);
-      for (int k = 0; k < 4; ++k) {
-        const __m512 lo = _mm512_castsi512_ps(x[k]), hi = _mm512_castsi512_ps(x[k + 4]);
-        acc[k] = g == 0 ? _mm512_add_ps(lo, hi) : _mm512_add_ps(acc[k], _mm512_add_ps(lo, hi));
-      }
-    }
-    // Group g went to accumulator g % 4 as ((g0 + g4) + (g8 + g12)): three roundings, as
-    // many as in sequence; then (0 + 1) + (2 + 3).
-    const __m512 s = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
-    const __m512d wide = _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(s)),
-                                       _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1))));
-    block_sum[b] = _mm512_reduce_add_pd(wide);
-  }
-  if (begin < n) {
-    RowF32Values source{row + begin, _mm512_setzero_si512(), false};
-    block_sums_f32_avx512(source, n - begin, block_sum + b);
-    signs = _mm512_or_si512(signs, source.signs);
-    if (source.tail_sign) return false;
-  }
-  return _mm512_cmplt_epi32_mask(signs, _mm512_setzero_si512()) == 0;
-}
-
-struct ResidualF32Values {
-  const float* p;
-  const float* q;
-  __m512 va, vb;
-  float a, b;
-  SPEC_VERIFY_AVX512 SPEC_VERIFY_INLINE __m512 load16(int64_t v) const {
-    const __m512 d = _mm512_sub_ps(_mm512_mul_ps(_mm512_loadu_ps(p + v), va), _mm512_mul_ps(_mm512_loadu_ps(q + v), vb));
-    return _mm512_castsi512_ps(_mm512_max_epi32(_mm512_castps_si512(d), _mm512_setzero_si512()));
-  }
-  float at(int64_t v) const { return residual_value(p[v], q[v], a, b); }
-};
-
-SPEC_VERIFY_AVX512_KERNEL void f32_residual_block_sums__avx512(const float* p, const float* q, float a, float b,
-                                                               int64_t n, double* block_sum) {
-  ResidualF32Values source{p, q, _mm512_set1_ps(a), _mm512_set1_ps(b), a, b};
-  block_sums_f32_avx512(source, n, block_sum);
-}
-
-// pair_block_sums (Note [Bounded rejection]): the block sums of p, of q and of
-// max(0, p - q) in one pass, each as f32_row_block_sums__avx512 sums one row (four
-// accumulators fed groups g, g + 4, g + 8, g + 12, then (0 + 1) + (2 + 3): five float32
-// adds from a value to its sum); the difference's clamp is residual_value's at factors 1
-// (an integer max with 0). The last, shorter block goes through the one-row kernels.
-SPEC_VERIFY_AVX512_KERNEL bool f32_pair_block_sums__avx512(const float* p, const float* q, int64_t n, double* p_sum,
-                                                           double* q_sum, double* guess_sum) {
-  __m512i signs = _mm512_setzero_si512();
-  const auto reduce = [](__m512 a0, __m512 a1, __m512 a2, __m512 a3) SPEC_VERIFY_AVX512 {
-    const __m512 s = _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3));
-    const __m512d wide = _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(s)),
-                                       _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1))));
-    return _mm512_reduce_add_pd(wide);
-  };
-  const __m512 one = _mm512_set1_ps(1.0f);
-  int64_t b = 0, begin = 0;
-  for (; n - begin >= kMassBlock; ++b, begin += kMassBlock) {
-    __m512 ap[4], aq[4], ag[4];
-    for (int64_t g = 0; g < kMassBlock; g += 64) {
-      for (int k = 0; k < 4; ++k) {
-        __m512i x = _mm512_loadu_si512(p + begin + g + 16 * k), y = _mm512_loadu_si512(q + begin + g + 16 * k);
-        asm("" : "+v"(x), "+v"(y));  // loaded once (GCC would load them again for the difference)
-        signs = _mm512_ternarylogic_epi32(signs, x, y, 0xfe);
-        const __m512 xf = _mm512_castsi512_ps(x), yf = _mm512_castsi512_ps(y);
-        const __m512 d = _mm512_sub_ps(xf, yf);
-        const __m512 r = _mm512_castsi512_ps(_mm512_max_epi32(_mm512_castps_si512(d), _mm512_setzero_si512()));
-        // p's and q's adds as x * 1 + acc: the same one rounding (x * 1 is exact), on the FMA
-        // pipes, where Zen 4's two add pipes would otherwise take four ops a step (-17% time).
-        ap[k] = g == 0 ? xf : _mm512_fmadd_ps(xf, one, ap[k]);
-        aq[k] = g == 0 ? yf : _mm512_fmadd_ps(yf, one, aq[k]);
-        ag[k] = g == 0 ? r : _mm512_add_ps(ag[k], r);
-      }
-    }
-    p_sum[b] = reduce(ap[0], ap[1], ap[2], ap[3]);
-    q_sum[b] = reduce(aq[0], aq[1], aq[2], aq[3]);
-    guess_sum[b] = reduce(ag[0], ag[1], ag[2], ag[3]);
-  }
-  if (begin < n) {
-    if (!f32_row_block_sums__avx512(p + begin, n - begin, p_sum + b) ||
-        !f32_row_block_sums__avx512(q + begin, n - begin, q_sum + b))
-      return false;
-    f32_residual_block_sums__avx512(p + begin, q + begin, 1.0f, 1.0f, n - begin, guess_sum + b);
-  }
-  return _mm512_cmplt_epi32_mask(signs, _mm512_setzero_si512()) == 0;
 }
 
 // Note [Half rows], sixteen at a time: vcvtph2ps (AVX-512F), and bfloat16 zero-extended and
@@ -625,23 +301,13 @@ const KernelTable* avx512_kernels() {
       .name = "avx512",
       .row_argmax = f32_row_argmax__avx512,
       .row_mass = f32_row_mass__avx512,
-      .row_mass_pair = f32_row_mass_pair__avx512,
       .residual_mass = f32_residual_mass__avx512,
       .row_weights = f32_row_weights__avx512,
       .keep_at_least = f32_keep_at_least__avx512,
       .gather_at_least = f32_gather_at_least__avx512,
       .residual_store = f32_residual_store__avx512,
-      .row_sum_f32 = f32_row_sum_f32__avx512,
       .widen_f16 = f16_widen__avx512,
       .widen_bf16 = bf16_widen__avx512,
-      .row_block_sums = f32_row_block_sums__avx512,
-      .residual_block_sums = f32_residual_block_sums__avx512,
-      .row_mass_pair_guess = f32_row_mass_pair_guess__avx512,
-      .row_weight_sums = f32_row_weight_sums__avx512,
-      .pair_block_sums = f32_pair_block_sums__avx512,
-      .row_upper_weight_sums = f32_row_upper_weight_sums__avx512,
-      .row_upper_weight_sums_above = f32_row_upper_weight_sums_above__avx512,
-      .row_argmax_upper_weight_sums = f32_row_argmax_upper_weight_sums__avx512,
   };
   static const bool supported = __builtin_cpu_supports("avx512f");
   return supported ? &table : nullptr;

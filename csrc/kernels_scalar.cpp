@@ -80,26 +80,6 @@ void f32_row_weights__scalar(const float* x, int64_t n, float temperature, float
   *mass = scalar_mass(n, block_mass, [=](int64_t v) { return w[v] = weight(x[v], temperature, z_max); });
 }
 
-void f32_row_weight_sums__scalar(const float* x, int64_t n, float temperature, float z_max, float* w,
-                                 double* block_sum) {
-  if (w == nullptr) approx_weight_sums<ScalarOps, false>(x, n, temperature, z_max, w, block_sum);
-  else approx_weight_sums<ScalarOps, true>(x, n, temperature, z_max, w, block_sum);
-}
-
-void f32_row_upper_weight_sums__scalar(const float* x, int64_t n, float c1, float c0, double* block_sum) {
-  upper_weight_sums<ScalarOps>(x, n, c1, c0, block_sum);
-}
-
-bool f32_row_argmax_upper_weight_sums__scalar(const float* x, int64_t n, float c1, float c0, int64_t* index,
-                                              double* block_sum) {
-  return argmax_upper_weight_sums<ScalarOps>(x, n, c1, c0, index, block_sum);
-}
-
-void f32_row_upper_weight_sums_above__scalar(const float* x, int64_t n, float c1, float c0, float tau,
-                                             double* block_sum, double* above_sum) {
-  upper_weight_sums_above<ScalarOps>(x, n, c1, c0, tau, block_sum, above_sum);
-}
-
 // Note [Canonical mass order] lane by lane over KeepTail's values.
 template <bool kStore>
 struct KeepValues : KeepTail<kStore> {
@@ -121,59 +101,12 @@ int64_t f32_gather_at_least__scalar(const float* w, int64_t n, float t, int64_t*
   return gather_at_least_from(w, 0, n, t, index, 0);
 }
 
-bool f32_row_sum_f32__scalar(const float* row, int64_t n, float* sum) {
-  float s = 0.0f;
-  for (int64_t v = 0; v < n; ++v) {
-    if (!(row[v] >= 0.0f)) return false;  // negative or NaN
-    s += row[v];
-  }
-  *sum = s;
-  return std::isfinite(s);  // an infinite value, or overflow
-}
-
-// Note [Bounded sampling]: the shared float32 block sums (blocked_mass.h).
-struct RowF32 {
-  const float* row;
-  float f32(int64_t v) const { return row[v]; }
-};
-
-bool f32_row_block_sums__scalar(const float* row, int64_t n, double* block_sum) {
-  for (int64_t v = 0; v < n; ++v) {
-    if (!(row[v] >= 0.0f)) return false;  // negative or NaN; infinities make the sums infinite
-  }
-  RowF32 source{row};
-  block_sums_f32_from(source, n, block_sum);
-  return true;
-}
-
-struct ResidualF32 {
-  const float* p;
-  const float* q;
-  float a, b;
-  float f32(int64_t v) const { return residual_value(p[v], q[v], a, b); }
-};
-
-void f32_residual_block_sums__scalar(const float* p, const float* q, float a, float b, int64_t n,
-                                     double* block_sum) {
-  ResidualF32 source{p, q, a, b};
-  block_sums_f32_from(source, n, block_sum);
-}
-
 void f16_widen__scalar(const uint16_t* h, int64_t n, float* out) {
   for (int64_t v = 0; v < n; ++v) out[v] = f16_value(h[v]);
 }
 
 void bf16_widen__scalar(const uint16_t* h, int64_t n, float* out) {
   for (int64_t v = 0; v < n; ++v) out[v] = bf16_value(h[v]);
-}
-
-// pair_block_sums (Note [Bounded rejection]) as its three one-row passes: the reference
-// has no pass to save, but the instruction budgets count it beside NEON's.
-bool f32_pair_block_sums__scalar(const float* p, const float* q, int64_t n, double* p_sum, double* q_sum,
-                                 double* guess_sum) {
-  if (!f32_row_block_sums__scalar(p, n, p_sum) || !f32_row_block_sums__scalar(q, n, q_sum)) return false;
-  f32_residual_block_sums__scalar(p, q, 1.0f, 1.0f, n, guess_sum);
-  return true;
 }
 
 }  // namespace
@@ -183,23 +116,13 @@ const KernelTable& scalar_kernels() {
       .name = "scalar",
       .row_argmax = f32_row_argmax__scalar,
       .row_mass = f32_row_mass__scalar,
-      .row_mass_pair = nullptr,
       .residual_mass = f32_residual_mass__scalar,
       .row_weights = f32_row_weights__scalar,
       .keep_at_least = f32_keep_at_least__scalar,
       .gather_at_least = f32_gather_at_least__scalar,
       .residual_store = f32_residual_store__scalar,
-      .row_sum_f32 = f32_row_sum_f32__scalar,
       .widen_f16 = f16_widen__scalar,
       .widen_bf16 = bf16_widen__scalar,
-      .row_block_sums = f32_row_block_sums__scalar,
-      .residual_block_sums = f32_residual_block_sums__scalar,
-      .row_mass_pair_guess = nullptr,
-      .row_weight_sums = f32_row_weight_sums__scalar,
-      .pair_block_sums = f32_pair_block_sums__scalar,
-      .row_upper_weight_sums = f32_row_upper_weight_sums__scalar,
-      .row_upper_weight_sums_above = f32_row_upper_weight_sums_above__scalar,
-      .row_argmax_upper_weight_sums = f32_row_argmax_upper_weight_sums__scalar,
   };
   return table;
 }

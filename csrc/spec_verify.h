@@ -42,157 +42,6 @@ inline int64_t num_blocks(int64_t n) { return (n + kMassBlock - 1) / kMassBlock;
 // -ffp-contract=off), and the clamp maps every value that is not > 0 to +0.0, so each r'(v)
 // is the same float on every path; the float64 sums then follow Note [Canonical mass order].
 
-// Note [Mass bounds]
-// Accepting a position needs P and Q only to see that u * q(t) * P < p(t) * Q. A float32
-// sum S of n values >= 0, in any order, is within gamma = (n-1) 2^-24 / (1 - (n-1) 2^-24)
-// of their exact sum, relatively (no underflow harms it: sums of subnormals are exact), and
-// the canonical float64 mass is within n 2^-53 of it; so P lies in S (1 -+ w) with
-// w = 2 gamma + 2^-28, which also covers the roundings of both sides of the comparison.
-// Token-wise rounds on float32 probability rows therefore first sum p and q in float32
-// (row_sum_f32, about the cost of a float32 read), accept where u * q(t) * S_p (1 + w) <
-// p(t) * S_q (1 - w), and otherwise read the position exactly (row_mass) and decide by the
-// exact rule (a position that looks like a rejection tries Note [Bounded rejection] first);
-// the last row is drawn from by Note [Bounded sampling] (float32 block sums, exact masses
-// only if the draw is not certain). The bound only ever answers "accepted" where the exact
-// rule does, so every result keeps its bits.
-
-// Note [Bounded sampling]
-// A draw (Note [Blocked sampling]) needs the canonical block masses B_b only to compare
-// running sums with the threshold u * T, T their total. Block sums F_b known within
-// kBlockSumBound = 2^-21 of each block's exact sum E_b (float32 adds, at most six on the way
-// from any value to F_b: gamma_6 < 2^-21; then float64) place every canonical running sum,
-// the threshold and every running sum of the in-block scan within about 2^-21 of what the
-// F_b give, since all terms are >= 0 and the canonical sums are within 2^-43 of exact (up to
-// a few thousand blocks of 256 values). bounded_sample_index (sample_index.h) walks the F_b
-// and the block as sample_index walks the B_b, and answers only if every comparison it
-// makes is certain by more than those margins; otherwise it answers nothing and the caller
-// sums the canonical masses (row_mass, residual_mass) and calls sample_index. So an answer
-// is always sample_index's, bit for bit. Token-wise rounds on float32 rows draw this way
-// from the last row when every position is accepted (a float32 pass instead of row_mass)
-// and from the residual on a rejection (residual_block_sums instead of residual_mass);
-// both widen nothing to float64 per value. A rejection's residual is first tried from
-// sums made during the exact pass over p and q, with a = b = 1 guessed (rows near mass 1
-// have a and b within a few ulps of 1): each r'(v) is within |a - 1| p(v) + |b - 1| q(v) +
-// 2^-23 (a p(v) + b q(v)) + 2^-24 (p(v) + q(v)) of max(0, p(v) - q(v)), so each block's sum
-// is known within that much summed over the block (from the canonical block masses), an
-// absolute margin bounded_sample_index adds to its relative one; the residual's own float32
-// pass runs only if that draw is not certain. At a one-hot position that looks like a
-// rejection (Note [Mass bounds]'s guess), the row's block sums also bound P = total (1 +- d)
-// for the test u * P < p(t), and on a certain rejection the correction is drawn from them
-// with t's block summed again without t: one float32 pass for the whole position. Near-ties with the threshold (within about
-// 2^-20 of the total) fall back: rare unless the row is nearly flat where u lands.
-constexpr double kBlockSumBound = 0x1p-21;
-
-// Note [Bounded rejection]
-// A token-wise position with draft rows that looks like a rejection (Note [Mass bounds]'s
-// guess from the masses seen last) would otherwise pay the exact pass over p and q, which
-// widens every value to float64 only to learn P and Q for the acceptance test and the
-// residual's factors a = 1 / P, b = 1 / Q (s = 0 while P, Q lie in [2^-120, 2^120]). On
-// float32 rows it first takes float32 block sums of p and of q (row_block_sums): they bound
-// P and Q (bounded_mass_range), which decide the test where certain (u q(t) P_lo >= p(t) Q_hi
-// rejects, monotone rounding); a and b, rounded quotients, lie between the factors of the
-// bounds. The correction is then drawn from residual_block_sums at factors ga, gb guessed
-// from the middle of the ranges: each r'(v) at the true factors is within |a - ga| p(v) +
-// |b - gb| q(v) + 2^-23 ((a + ga) p(v) + (b + gb) q(v)) (+ 2^-149) of its guess
-// (guess_block_err, sample_index.h, from the blocks' float32 sums of p and q), so every
-// block sum is known within that absolute margin, and bounded_sample_index's `approximate`
-// mode scans the chosen block on the guessed values with the block's whole margin: an answer
-// is the canonical draw's. Where a path has pair_block_sums, the first pass also sums the
-// residual at factors 1 (max(0, p - q)), the guess that serves rows of mass near 1 (softmax
-// rows: |a - 1| and |b - 1| about 2^-20) without a second pass; otherwise, or if that draw
-// is not certain, the second pass guesses the middle of the ranges (and the thread's next
-// rejections take the two rows' sums alone until a rejection's rows are near mass 1). So a decided rejection
-// costs one or two float32 reads of p and q and one block, none widened; anything uncertain
-// (about 2^-19 of the masses near a comparison) goes on to the exact pass, as does a
-// position the guess calls likely accepted (Note [Mass bounds]'s float32 sums first).
-// On logits at temperature only (Note [Bounded warping]) every position tries the weight
-// bounds first, and a rejection they make certain is drawn the same way from the
-// approximate weights (the pass that bounds the masses keeps them) with each weight's
-// kApproxWeightBound added to the margins, instead of warping both rows exactly.
-// row_mass_pair_guess's sums sum each block in one float32 accumulator per lane (16 adds):
-// within gamma_15 < 2^-20.
-constexpr double kGuessSumBound = 0x1p-20;
-
-// Note [Bounded warping]
-// A round on logits at temperature only (no top-k, top-p or min-p) needs the canonical
-// masses of the weights w = exp(z - max z) (Note [One exp]) for two things: to compare
-// u * q(t) * P with p(t) * Q, and to draw. Like Note [Mass bounds] and Note [Bounded
-// sampling], both need the masses only where the answer is close. row_weight_sums sums, per
-// block, weights from a cheaper exp (exp_approx in exp_f32.h: the same reduction, a degree-6
-// polynomial, ~15 vector operations for 16 values instead of ~38 with the float64 masses),
-// in float32: each approximate weight is within kApproxWeightBound = 2^-20 of w
-// relatively, plus 2^-148 absolutely (subnormal results), and the float32 sum of a block (at
-// most 16 adds on the way from a value to its sum) within gamma_16 < 2^-20 (1 + 2^-19) more;
-// so each block sum F_b is within kWeightSumBound F_b + kWeightSumFloor of the exact sum of
-// the block's w. The tighter the bound, the rarer a decision it cannot make (top-p's cutoff
-// falls back when the target's range straddles a tie group's running mass: about 1 row in
-// 50 at 2^-19 on Gaussian logits, 1 in 3 at 2^-14). The exact
-// weights are still computed where the answer reads them: w(t) for the acceptance test (one
-// scalar exp_nonpositive, the same bits as every path's) and the chosen block of a draw (the
-// path's row_weights over 256 values). An acceptance is decided from the bounds only when
-// fl(fl(u q(t)) P_hi) < fl(p(t) Q_lo) (rounding is monotone, so the exact test agrees), a
-// draw only when bounded_sample_index is certain (the block errors go in as its absolute
-// margins); otherwise the row is warped exactly (row_weights) and decided as before, which a
-// rejection needs anyway. So every result keeps its bits, and the exp pass costs about a
-// third of the exact one wherever nothing is close.
-constexpr double kApproxWeightBound = 0x1p-20;
-
-// Note [Weight upper bounds]'s largest excess of the float over 2^(k + f): (1 + f) / 2^f <=
-// 1.06146 (at f = 1 / ln 2 - 1), rounded up.
-constexpr double kUpperWeightExcess = 1.0615;
-
-// Note [Weight upper bounds]
-// An accepted position at temperature only needs an upper bound on the target's mass P alone
-// (u q(t) P < p(t) Q holds for every P below the bound), and the acceptances a round makes
-// are mostly clear of their boundaries. row_upper_weight_sums bounds P in about the time of
-// a read (4 vector operations for a vector of values, against about 17 for exp_approx): per
-// value the float whose bits are trunc(max(0, x c1 + c0)) with c1 = 2^23 log2(e) / T and
-// c0 = 127 2^23 - z_max 2^23 log2(e) (Schraudolph's exp: the integer part of the exponent in
-// the exponent field, its fraction f as the mantissa, so the float is 2^k (1 + f) >=
-// 2^(k + f), within 6.2% above). Against the exact w = exp_nonpositive(x / T - z_max):
-// w <= s (1 + e) + 2^-126, with e = 2^-15 + (|z_max| + 104) 2^-21 covering exp_nonpositive's
-// 2 ulp, the roundings of x / T - z_max, of c1 and c0 and of x c1 + c0 (one or two: the
-// paths' mul_add), and the truncation; 2^-126 covers the subnormal floats below exponent 1,
-// where the mantissa no longer reads as 1 + f. Block sums in float32 (blocked_value_sums)
-// are within 2^-20 (1 + 2^-19) of their exact sums, so
-// P <= (S (1 + 2^-19)(1 + e) + n 2^-126)(1 + n 2^-53)(1 + 2^-40) for S the sum of the block
-// sums (n 2^-53: the canonical float64 sum; 2^-40: this expression's roundings). The bound is
-// up to 6% above P (about 4% on average), so a position whose u is that close below the
-// acceptance boundary goes on to Note [Bounded warping] as before. The same floats bound P
-// from below, less tightly: w >= s (1 - e) / 1.0615 - 2^-126 (the float is at most 1.06146
-// times 2^(k + f)), so P >= (S (1 - 2^-19)(1 - e) / 1.0615 - n 2^-126)(1 - n 2^-53)(1 - 2^-40):
-// enough for the draft's Q in u q(t) P < p(t) Q where no draft bounds were handed over.
-// Note [Top-p upper bounds]
-// A position at top-p and/or min-p (no top-k) that accepts needs no warp either: with
-// M the canonical mass of the row's weights w, G(t) that of the w(v) > w(t), and the rule
-// of Note [Warping] (t kept iff G(t) < top_p M, the kept mass P summed canonically with the
-// rest as +0.0):
-//  - t is surely kept where an upper bound on G(t) is below top_p times a lower bound on M;
-//    then the warped p(t) is the exact w(t);
-//  - P <= M (a canonical sum of fewer non-negative terms is no larger), so M's upper bound
-//    bounds P; and a draft's kept mass Q >= top_p M_q (its first token left out has at
-//    least top_p M_q strictly above it, and what is above it is the kept set), so top_p
-//    times a lower bound on M_q bounds Q from below, while q(t) <= w_q(t), kept or not;
-//  - so u q(t) P < p(t) Q holds where u w_q(t) M_hi < w(t) top_p M_q,lo (or, with the
-//    draft's bound handed over, u q(t) M_hi < w(t) Q_lo; one-hot, u M_hi < w(t)).
-// min-p after top-p (or alone) keeps t iff also w(t) >= min_p's float m, and P is at most
-// the mass of the weights >= m (the same kernel's masked sum, above the float below m).
-// Both cuts keep a top stretch of the weights, so a draft's Q is the smaller of its two
-// kept masses: Q >= min(top_p M_q,lo, the mass of its weights >= m from below), and >= 1
-// (its largest weight, 1, is always kept); mass_at_least_lower bounds that mass from the
-// floats s(v) > tau, tau >= (m + 2^-126) 1.0615 / (1 - e), whose weights surely reach m.
-// One pass of Note [Weight upper bounds]' floats s(v) gives both M's bounds and G(t)'s:
-// row_upper_weight_sums_above also sums the s(v) > tau, tau <= (w(t) - 2^-126) / (1 + e)
-// rounded down, which include every v with w(v) > w(t) (w(v) <= s(v) (1 + e) + 2^-126), so
-// the upper bound formula over those sums bounds G(t). The tests (an argmax pass and this
-// one) cost about two reads of the target row, where the warp they spare costs an argmax,
-// the approximate exp pass, a gather and the cutoff search; the bounds are loose (M_hi up to
-// 6% above M, and P is about top_p M), so positions whose u is within some 10-20% of the
-// acceptance boundary, and tokens whose G(t) is within as much of top_p M, go on to the
-// exact warp as before, having paid the two passes on top.
-constexpr double kWeightSumBound = 0x1.2p-19;  // >= (1 + 2^-20)(1 + gamma_16 = 2^-20 (1 + 2^-19)) - 1
-constexpr double kWeightSumFloor = 0x1p-138;   // >= 256 values * 2^-148 * (1 + 2^-19)
-
 // Note [Warping]
 // Logits become an unnormalised row by one warp, a pure function of the row and
 // WarpParams, applied identically to every row a round reads (target and draft alike):
@@ -241,8 +90,7 @@ struct WarpParams {
 };
 
 // One instruction set's kernels. Each is a pure function of its arguments. Each path fills
-// its table with designated initialisers in field order (kernels_<isa>.cpp); which path
-// leaves which optional field null: DESIGN.md, "The kernel table".
+// every field, with designated initialisers in field order (kernels_<isa>.cpp).
 struct KernelTable {
   const char* name;
   // Index of the largest value, ties to the lowest index (+0.0 and -0.0 are equal).
@@ -252,10 +100,6 @@ struct KernelTable {
   // and the row mass into *mass. Returns false if any value is negative, NaN or infinite
   // (then the outputs are unspecified); -0.0 is allowed and counts as zero.
   bool (*row_mass)(const float* row, int64_t n, double* block_mass, double* mass);
-  // Optional fast path (nullptr if a path has none): row_mass of two rows at once; on false,
-  // which says nothing about the rows, the caller takes each through row_mass.
-  bool (*row_mass_pair)(const float* p, const float* q, int64_t n, double* p_blocks,
-                        double* q_blocks, double* p_mass, double* q_mass);
   // Block masses and total of r'(v) = max(0, p(v) * a - q(v) * b) (Note [Residual in float32]).
   // The rows were validated by row_mass.
   void (*residual_mass)(const float* p, const float* q, float a, float b, int64_t n,
@@ -277,52 +121,9 @@ struct KernelTable {
   // before it is written).
   void (*residual_store)(const float* p, const float* q, float a, float b, int64_t n, float* out,
                          double* block_mass, double* mass);
-  // Note [Mass bounds]: the row's float32 sum in an order of the path's choosing, into
-  // *sum; false if it cannot vouch for the row (a value negative, NaN or infinite, -0.0 on
-  // some paths, or the sum overflowing), which sends the caller to row_mass.
-  bool (*row_sum_f32)(const float* row, int64_t n, float* sum);
   // Half values widened exactly to float32 (Note [Half rows]): IEEE binary16, bfloat16.
   void (*widen_f16)(const uint16_t* h, int64_t n, float* out);
   void (*widen_bf16)(const uint16_t* h, int64_t n, float* out);
-  // Note [Bounded sampling]: approximate block sums, each within kBlockSumBound of the
-  // exact sum of its block's values, into block_sum[num_blocks(n)]. Optional (nullptr if a
-  // path has none). row_block_sums is false if it cannot vouch for the row (as row_sum_f32:
-  // a value negative, NaN or infinite, -0.0 on some paths), which sends the caller to
-  // row_mass; a sum that overflows is left infinite (the caller checks the total).
-  bool (*row_block_sums)(const float* row, int64_t n, double* block_sum);
-  // The same for r'(v) = max(0, p(v) * a - q(v) * b) (Note [Residual in float32]), each
-  // r'(v) the float residual_mass sums; the rows were validated by row_mass.
-  void (*residual_block_sums)(const float* p, const float* q, float a, float b, int64_t n,
-                              double* block_sum);
-  // Optional: row_mass_pair (same contract, same bits), also putting into guess_sum the
-  // block sums, within kGuessSumBound, of max(0, p(v) - q(v)) (one float32 subtraction): the
-  // residual with both factors guessed as 1 (Note [Bounded sampling], normalised rows).
-  bool (*row_mass_pair_guess)(const float* p, const float* q, int64_t n, double* p_blocks,
-                              double* q_blocks, double* p_mass, double* q_mass, double* guess_sum);
-  // Optional: Note [Bounded warping]'s block sums of approximate weights exp_approx(x(v) /
-  // temperature - z_max) (arguments as row_weights), each within kWeightSumBound F_b +
-  // kWeightSumFloor of the exact sum of row_weights' w over its block, into
-  // block_sum[num_blocks(n)]; and the approximate weights themselves into w unless it is null.
-  void (*row_weight_sums)(const float* x, int64_t n, float temperature, float z_max, float* w, double* block_sum);
-  // Optional: row_block_sums of p into p_sum and of q into q_sum, and residual_block_sums of
-  // p and q at factors 1 and 1 (max(0, p(v) - q(v)), one float32 subtraction) into
-  // guess_sum, in one pass (Note [Bounded rejection]); each sum within kBlockSumBound. False
-  // if it cannot vouch for both rows, as row_block_sums.
-  bool (*pair_block_sums)(const float* p, const float* q, int64_t n, double* p_sum, double* q_sum,
-                          double* guess_sum);
-  // Optional: Note [Weight upper bounds]'s block sums of upper_weight(x(v), c1, c0) (exp_f32.h)
-  // into block_sum[num_blocks(n)], each within 2^-20 (1 + 2^-19) of the exact sum of its
-  // float values.
-  void (*row_upper_weight_sums)(const float* x, int64_t n, float c1, float c0, double* block_sum);
-  // Optional: Note [Top-p upper bounds]: row_upper_weight_sums into block_sum and, in the same
-  // pass, the block sums of the upper_weight values above tau alone (the others as +0.0)
-  // into above_sum, each as within its exact sum as row_upper_weight_sums' are.
-  void (*row_upper_weight_sums_above)(const float* x, int64_t n, float c1, float c0, float tau, double* block_sum,
-                                      double* above_sum);
-  // Optional: Note [Argmax with upper sums] (exp_f32.h): row_argmax into *index and
-  // row_upper_weight_sums into block_sum, the same values, in one pass; false on a NaN.
-  bool (*row_argmax_upper_weight_sums)(const float* x, int64_t n, float c1, float c0, int64_t* index,
-                                       double* block_sum);
 };
 
 // ---- instruction sets and their selection (dispatch.cpp) --------------------------------
@@ -340,15 +141,6 @@ const KernelTable& active_kernels();
 // Forces a path by name ("" = back to the environment/default choice); for tests and
 // benchmarks. Throws std::invalid_argument for an unknown or unavailable name.
 void force_isa(const std::string& name);
-// The rules alone: kt with every optional shortcut kernel taken out (Note [Mass bounds] and
-// every bound built on an optional kernel; row_mass_pair too), or only those named in `only`
-// (the field names, comma-separated; empty: all). Outcomes are the same bits either way.
-// active_kernels() returns this of the chosen path when SPEC_VERIFY_EXACT is set: "1" for
-// all, or a list of field names (what benchmarks/shortcuts.py measures one by one).
-// Throws std::invalid_argument for a name that is not an optional kernel.
-KernelTable exact_kernels(const KernelTable& kt, const std::string& only = "");
-// The optional shortcut kernels exact_kernels takes out, by field name.
-std::vector<std::string> shortcut_kernels();
 
 // ---- rounds (rounds.cpp): the op contracts on raw rows ----------------------------------
 struct Rows {
@@ -376,8 +168,7 @@ const float* as_floats(const KernelTable& kt, RowRef row, int64_t n, float* buff
 
 // kNoFinite: a logits row whose values are all -inf; kOverflow: a logit whose division
 // by the temperature overflows to +inf.
-enum class InputError : int { kNone = 0, kNaN, kNegative, kInfinite, kZeroMass, kNoFinite, kOverflow,
-                              kDraftBounds };
+enum class InputError : int { kNone = 0, kNaN, kNegative, kInfinite, kZeroMass, kNoFinite, kOverflow };
 
 struct Outcome {
   int64_t n_accepted = 0;
@@ -419,23 +210,6 @@ Outcome verify_greedy_round(const KernelTable& kt, Rows target, const int64_t* t
 // below 2^-200). One-hot drafts: rho_n = min(1, rho_{n-1} p_{n-1}(t_{n-1})),
 // Z_n = rho_n (1 - p_n(t_n)) and the residual is p_tau without t_tau. The round reads
 // every row (no early exit), keeps K+1 uniforms, and its law is the target's.
-//
-// Note [Bounded blocks]
-// Block verification reads every row and used to read each exactly: the canonical P_n,
-// Q_n, the residual's mass Z_n at every position, the last row's masses. Like Note [Bounded
-// rejection], each of them is needed only through comparisons. On float32 probability rows
-// the round is first run on intervals: P_n and Q_n from float32 block sums
-// (bounded_mass_range); rho_n, Z_n and h_n as ranges of the real functions the exact code
-// rounds (rho monotone in P and Q, h = Z / (Z + 1 - rho) increasing in Z and rho), each
-// widened by 2^-48 for the float64 roundings of both sides; Z_n from the residual summed
-// at factors guessed from the ranges, with guess_block_err's margins (bounded_mass_range
-// with block errors); 0 and 1 where the exact code's branches make them so exactly
-// (rho = 0, p(t) = 0, q(t) = 0, rho < 2^-200). Each u_{n-1} < h_n must be certain, and so
-// must u_{K-1} < rho_K; the last draw (row K, or the residual at tau, or p_tau without
-// t_tau) is bounded_sample_index's. If anything is not certain, or a row cannot be vouched
-// for, block_round runs on the canonical masses from the start, so every result keeps its
-// bits. A round then costs a float32 read of every row, one of the residual at positions
-// 1..K-1 (and at 0 if tau = 0), and the draw's block.
 enum class Method : int { kToken = 0, kBlock = 1 };
 
 // Rejection sampling with the given uniforms u[0..k] (each in [0, 1)); draft.data ==
@@ -445,50 +219,6 @@ enum class Method : int { kToken = 0, kBlock = 1 };
 Outcome accept_round(const KernelTable& kt, Rows target, Rows draft, const int64_t* tokens,
                      const double* uniforms, int64_t k, int64_t vocab,
                      Method method = Method::kToken);
-
-// Note [Weight upper bounds]: an upper bound on the canonical mass of row x's weights
-// exp_nonpositive(x / temperature - z_max) (n logits, temperature > 0), and z_max = max x /
-// temperature; false (nothing bounded) if the path has no row_upper_weight_sums, the row is
-// malformed (NaN, +inf, no finite value), or |z_max| > 2^20.
-// z_max_known: *z_max already holds max x / temperature of this (well-formed) row.
-bool weight_mass_upper(const KernelTable& kt, const float* x, int64_t n, float temperature, double* upper,
-                       float* z_max, double* lower = nullptr, bool z_max_known = false);
-
-// Note [Shifted upper bounds]: weight_mass_upper's bounds and z_max (the same contract,
-// z_max not known) from one pass where the path has row_argmax_upper_weight_sums, else from
-// weight_mass_upper's two.
-bool weight_mass_bounds_one_pass(const KernelTable& kt, const float* x, int64_t n, float temperature, double* upper,
-                                 float* z_max, double* lower = nullptr);
-
-// Note [Top-p upper bounds]: weight_mass_upper's bounds of row x's mass, lower and upper
-// (z_max: max x / temperature of this well-formed row), and an upper bound on the canonical
-// mass of its weights strictly greater than w_t, from one pass; false (nothing bounded) if
-// the path has no row_upper_weight_sums_above or |z_max| > 2^20.
-bool top_p_mass_bounds(const KernelTable& kt, const float* x, int64_t n, float temperature, float z_max, float w_t,
-                       double* lower, double* upper, double* above_upper);
-
-// Note [Top-p upper bounds] with min-p: a lower bound on the canonical mass of row x's
-// weights >= threshold (z_max as for top_p_mass_bounds), from the floats s(v) large enough
-// that their weights surely reach it, and (unless row_lower is null) weight_mass_upper's
-// lower bound on the row's mass from the same pass; false if the path has no
-// row_upper_weight_sums_above or |z_max| > 2^20.
-bool mass_at_least_lower(const KernelTable& kt, const float* x, int64_t n, float temperature, float z_max,
-                         float threshold, double* lower, double* row_lower = nullptr);
-
-// How many draws on this thread Note [Bounded sampling] tried and left to the canonical
-// masses (not certain): a test hook (the results are the same either way).
-int64_t bounded_draw_fallbacks();
-// How many positions on this thread Note [Top-p upper bounds] accepted: a test hook.
-int64_t top_p_bounded_acceptances();
-// How many tree children on this thread Note [Tree bounds] rejected from block masses alone:
-// a test hook.
-int64_t tree_block_rejections();
-// How many logits tree nodes on this thread were decided from Note [Weight upper bounds]'
-// passes alone (no approximate weights): a test hook.
-int64_t tree_cheap_nodes();
-// How many draws on this thread Note [Coarse draws] decided from the block bounds of Note
-// [Weight upper bounds] alone (no approximate weights): a test hook.
-int64_t coarse_draws();
 
 // ---- warping (warp.cpp): Note [Warping] on raw rows -------------------------------------
 // A warped row: r(v) in `values` (n floats), its block masses and its mass. A row left
@@ -514,53 +244,18 @@ Outcome warp_row(const KernelTable& kt, const float* x, int64_t n, const WarpPar
 // round that reads few values of a row (a draw, an acceptance test) never needs that pass.
 Outcome warp_row_lazy(const KernelTable& kt, const float* x, int64_t n, const WarpParams& params,
                       WarpedRow* out);
-// How many top-p cutoffs on this thread Note [Refined mass range] decided (the first range
-// could not): a test hook (the results are the same either way).
-int64_t refined_top_p_cutoffs();
-// Forgets the bounded top-p misses seen on this thread, so that the next rows try the bounds
-// (warp_row_lazy skips them for a while after two misses in a row): a test hook.
-void forget_top_p_misses();
 // The pass warp_row_lazy left out: values[v] < floor become +0.0 (nothing if floor <= 0).
 void materialize(const KernelTable& kt, float* values, int64_t n, float floor);
 
-// Note [Draft bounds]
-// A sampled round warps each draft row twice: `sample` draws the draft token from it, and
-// accept_logits warps it again to test the token. sample_round can hand over what the test
-// needs instead: the warped weight q(t) of the token it drew (exact, Note [One exp]'s bits)
-// and a range [lo, hi] holding the warped row's canonical mass Q (lo = hi = Q where the row
-// was warped exactly; Note [Bounded warping]'s range where the draw was decided from the
-// weight bounds). Given them, accept_logits_round tests position i as
-// u q(t) P < p(t) lo, which then holds for every Q in the range and so for the exact rule
-// (each side rounded monotonically), reading only the target row (its bounds at
-// temperature only, else its warp); a position that does not pass is decided as without
-// them, the draft row read, and the handed-over values checked against it: q(t) bit for
-// bit and Q inside [lo, hi], else kDraftBounds for that draft row. So with bounds from
-// sample_round on the same rows and parameters every outcome is the same as without them;
-// an acceptance from values made up otherwise goes unnoticed (the contract of the ops).
-// Block verification reads every row anyway and leaves them unused.
-// lo and hi from weight bounds are the one path-dependent output: row_weight_sums adds its
-// float32 sums in each path's lane order, so their last bits may differ between paths (q(t),
-// the token and lo == hi do not); every path's range holds the same Q and decides only what
-// the exact rule would, so outcomes do not depend on the path that made the bounds.
-struct DraftBound {
-  float weight = 0.0f;
-  double lo = 0.0, hi = 0.0;
-};
-
-// One token from warped logits row x with uniform u in [0, 1); temperature 0: the argmax
-// (with bound {1, 1, 1}: the one-hot row greedy rounds verify). With bound non-null, the
-// token's Note [Draft bounds].
-Outcome sample_round(const KernelTable& kt, RowRef x, int64_t n, const WarpParams& params,
-                     double u, DraftBound* bound = nullptr);
+// One token from warped logits row x with uniform u in [0, 1); temperature 0: the argmax.
+Outcome sample_round(const KernelTable& kt, RowRef x, int64_t n, const WarpParams& params, double u);
 
 // accept_round on the warped rows of target and draft logits (temperature > 0; draft.data
 // == nullptr for one-hot drafts), warped as they are read: token-wise, rows after the
 // deciding position are never read.
-// bounds (k of them, or null): the draft rows' Note [Draft bounds], token-wise only.
 Outcome accept_logits_round(const KernelTable& kt, Rows target, Rows draft, const int64_t* tokens,
                             const double* uniforms, int64_t k, int64_t vocab,
-                            const WarpParams& params, Method method = Method::kToken,
-                            const DraftBound* bounds = nullptr);
+                            const WarpParams& params, Method method = Method::kToken);
 
 // Note [Tree verification]
 // A tree of n draft nodes in topological order: tokens[j], parents[j] in [-1, j) (-1: a
@@ -579,65 +274,7 @@ Outcome accept_logits_round(const KernelTable& kt, Rows target, Rows draft, cons
 //   rejected: draw from r (from the r before, if rounding left the new one no mass).
 // A chain (one child per node) is accept_round (one-hot without draft rows) with the same
 // uniforms, bit for bit. Only the rows of the nodes whose children are tried are read
-// (and the row of the node the path ends at). The independent rule skips its float64 passes
-// where float32 bounds already decide (Note [Tree bounds]); the outcome is the same.
-
-// Note [Tree bounds]
-// The independent rule needs a canonical mass only to compare with it, or to define the
-// next residual's factors. Bounds decide a comparison whenever it is certain: the exact
-// test u * q(t) * M < r(t) * Q is evaluated in float64 with roundings that are monotone, so
-// it holds if it holds with M raised to an upper bound and Q lowered to a lower bound (and
-// fails if it fails the other way round). On probability rows in float32 (rounds.cpp,
-// ProbRows::bounded_node and ChainBounds):
-// - A node first sums its rows in float32 blocks (Note [Bounded sampling]; with the sums of
-//   max(0, p - q) in the same pass where the node will likely need them), which bound P and
-//   Q. With every mass in [2^-120, 2^120] the residual scale is 2^0, so a_1 = 1 / P,
-//   a_k = 1 / M_{k-1} and b = 1 / Q, each a quotient rounded once to float32 (through
-//   float64): monotone in the mass. r_k(v) = max(0, r_{k-1}(v) * a_k - q(v) * b) is monotone
-//   in r_{k-1}(v), a_k and b, so r_k(t) lies between the chains of p(t) through the
-//   factors' lower and upper ends. Always a_k * M_{k-1} <= 1 + 2^-22, so every M_k <=
-//   ceiling = (1 + 2^-22)(1 + 2^-20 + n 2^-50) + n 2^-149 and a_k >= 1 / ceiling.
-// - The node's children are then decided in order: the first by the bounds on P and Q; a
-//   later one whose upper r_k(t) is 0 (a token p gives 0, or one the residual has dropped,
-//   q(t) / Q >= p(t) / P for certain) is rejected whatever the masses; one whose lower
-//   r_k(t) makes u * q(t) * ceiling < r_k(t) * lower Q is accepted with no pass. Otherwise
-//   M_1 .. M_k are bounded by summing each residual once in float32 blocks at factors
-//   guessed inside their ranges: in real arithmetic r_k(v) = max(0, p(v) A_k - q(v) B_k)
-//   with A_k = a_1 ... a_k and B_k = B_{k-1} a_k + b, so the sums at guessed (A, B) carry,
-//   per block, the factors' distance times the block's masses of p and q, and the chain's
-//   rounding, 2^-23 (1 + 2^-17) (k A_k p + B_k q) per value (guess_block_err); each M_k's
-//   range bounds a_{k+1}, and the child is decided against the range of M_k where certain.
-//   Every child rejected: the draw from the last residual by bounded_sample_index on the
-//   guessed values with those margins (`approximate`). A decision needs every M_k before it
-//   certainly in [2^-120, 2^120] (summed, or the accepted token's lower r_k(t) above 2^-120):
-//   the exact rule then takes the same steps. Anything uncertain reads the node exactly.
-// - Before that pass, a later child is tried against lower bounds on M_1 .. M_j from the
-//   node's block sums alone (ChainBounds::block_lower): a block's sum of r_k is at least
-//   max(0, a_k (its sum of r_{k-1}) - b (its sum of q)) with the roundings' margins, since a
-//   sum of max(0, .) is at least the max of the sum. Rejected where u q(t) M_j,lo >= upper
-//   r_j(t) Q_hi, with no pass; each level known also bounds a_{j+1} from above for the
-//   children after. Tight where p and q differ block by block (a draft unrelated to the
-//   target: a rejected token the first residual keeps then costs nothing more); where they
-//   differ only inside blocks (a good draft) it bounds little and the pass follows.
-// - The margins grow with each chained level (the per-block bound counts all of q, also
-//   where the residual is clamped to 0), so past five or so rejections of tokens the
-//   residual keeps, ranges get too wide to decide and the node is read exactly.
-// - On logits at temperature only (Note [Bounded warping]) the same, with the approximate
-//   weights (stored by the pass that sums them) in place of p and q: their block sums bound
-//   P and Q, the children's values are the exact weights at their tokens, and the residual
-//   sums over the approximate weights carry each weight's kApproxWeightBound in their
-//   margins. Top-k, top-p and min-p rows are warped and read exactly.
-// - Read exactly, a node sums each rejected child's residual exactly (residual_store) only
-//   where the next step needs its mass to define the residual after it. Before the last
-//   step at the node, the residual's float32 block sums (or the sums of max(0, p - q) guessed
-//   during the pair pass, factors near 1) decide it where certain: the next sibling
-//   accepted against an upper bound on the residual's mass (bounded_mass_upper, or the
-//   ceiling a * M without a pass), or, with no sibling left, the draw by bounded_sample_index.
-// - A leaf's bonus token is drawn from float32 block sums (Note [Bounded sampling]).
-// Every answer is the exact rule's, bit for bit, on every path; only the time changes. The
-// native tests hold each path to the scalar path with every bound switched off, with
-// uniforms at the first and later children's boundaries, and so a path whose float32 sums
-// are as far from exact as their contract allows (adversarial_kernels).
+// (and the row of the node the path ends at).
 
 // Verifies a tree: the accepted path (node indices from the root down) into path (room for
 // n), its length as n_accepted, the emitted token as token. params == nullptr: probability
@@ -685,9 +322,6 @@ struct Batch {
   // params == nullptr and greedy[b] marks the greedy sequences (greedy == nullptr: none).
   const WarpParams* params;
   const bool* greedy;
-  // Logits in: the N draft rows' Note [Draft bounds] (sequence b's start at its first draft
-  // row), or none.
-  const DraftBound* bounds = nullptr;
 };
 
 // Sequence b's draft count, its first draft row (and token) and its first target row.

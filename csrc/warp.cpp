@@ -10,24 +10,18 @@
 #include <span>
 #include <vector>
 
-#include "sample_index.h"
 #include "spec_verify.h"
 
 namespace spec_verify {
 namespace {
 
 struct Scratch {
-  std::vector<double> above_blocks, unused_blocks, approx_sums;
-  std::vector<float> gathered_x, gathered_w;  // Note [Bounded warping]: candidates' logits, weights
+  std::vector<double> above_blocks, unused_blocks;
   std::vector<uint32_t> keys, select;
   std::vector<int64_t> candidates, kept_index;
   std::vector<float> pool;
   std::vector<size_t> group_start;
   std::vector<double> bucket_mass;
-  // gather_exact's last gathered set: how many, and the float64 sum of their exact weights
-  // (the only entries of w it made exact).
-  int64_t exact_count = 0;
-  double exact_sum = 0.0;
 };
 
 // top_p's candidate buckets: a positive weight <= 1 by its exponent and top 6 mantissa
@@ -39,7 +33,6 @@ Scratch& scratch(int64_t n) {
   if (s.above_blocks.size() < static_cast<size_t>(num_blocks(n))) {
     s.above_blocks.resize(num_blocks(n));
     s.unused_blocks.resize(num_blocks(n));
-    s.approx_sums.resize(num_blocks(n));
   }
   if (s.candidates.size() < static_cast<size_t>(n)) s.candidates.resize(n);
   return s;
@@ -147,97 +140,17 @@ void apply_top_k(const float* x, int64_t n, const WarpParams& params, float* w) 
   }
 }
 
-// Where top_p_cutoff's weights are Note [Bounded warping]'s approximate ones: the logits
-// and the warp, to compute the exact weights of the candidates.
-struct ExactWeights {
-  const float* x;
-  float temperature, z_max;
-};
-
-// The candidates for floor tau from approximate weights w: every v whose approximate weight
-// is >= tau (1 - kApproxWeightBound) - 2^-148 holds every v with w(v) >= tau; their exact
-// weights (the path's row_weights over their logits, gathered: the same bits, value by
-// value) replace the approximate ones in w, and those below tau are dropped. Returns how
-// many are left, or -1 if tau is too small for the margin (then nothing is decided).
-int64_t gather_exact(const KernelTable& kt, float* w, int64_t n, float tau, const ExactWeights& e, int64_t* index,
-                     double* kept_sum) {
-  const double lowered = static_cast<double>(tau) * (1.0 - kApproxWeightBound) - 0x1p-148;
-  if (!(lowered >= 0x1p-126)) return -1;
-  float g = static_cast<float>(lowered);
-  if (static_cast<double>(g) > lowered) g = std::nextafter(g, 0.0f);
-  const int64_t m = kt.gather_at_least(w, n, g, index);
-  Scratch& s = scratch(n);
-  if (s.gathered_x.size() < static_cast<size_t>(m)) {
-    s.gathered_x.resize(m);
-    s.gathered_w.resize(m);
-  }
-  for (int64_t i = 0; i < m; ++i) s.gathered_x[i] = e.x[index[i]];
-  double unused = 0.0;
-  kt.row_weights(s.gathered_x.data(), m, e.temperature, e.z_max, s.gathered_w.data(), s.unused_blocks.data(), &unused);
-  int64_t kept = 0;
-  double sum = 0.0, kept_total = 0.0;
-  for (int64_t i = 0; i < m; ++i) {
-    const int64_t v = index[i];
-    const float x = s.gathered_w[i];
-    w[v] = x;
-    sum += static_cast<double>(x);
-    index[kept] = v;
-    kept_total += x >= tau ? static_cast<double>(x) : 0.0;
-    kept += x >= tau;
-  }
-  s.exact_count = m;
-  s.exact_sum = sum;
-  *kept_sum = kept_total;
-  return kept;
-}
-
-// Note [Refined mass range]
-// The range weight_mass_range gives the row's mass from approximate block sums is about
-// 2^-18 of the mass wide, set by the largest weights. When top_p_cutoff finds a tie group's
-// running mass inside top_p times that range (about 1 row in 5 of 128256 Gaussian logits
-// at T 0.8, top-p 0.9), the range is narrowed before giving up: by then gather_exact has
-// made the weights of its last gathered set exact (their float64 sum C over m of them) and
-// the rest of w are still approximate, each within 2^-20 w + 2^-148 of its exact weight w.
-// The float64 mass M of w as it stands (row_mass) is within n 2^-53 of the exact sum of w,
-// so the approximate ones sum to at most T = M (1 + n 2^-53) - C (1 - m 2^-53), their exact
-// weights differ from them by E <= 2^-20 (T + n 2^-148) / (1 - 2^-20) + n 2^-148 in all,
-// and the canonical mass of the exact weights (within n 2^-53 of their exact sum) lies in
-// [(M (1 - n 2^-53) - E)(1 - n 2^-53), (M (1 + n 2^-53) + E)(1 + n 2^-53)], a range set by
-// the small weights alone (a few % of the mass). The products and sums computing it each
-// round once; the 2^-40 on both ends covers them.
-thread_local int64_t t_refined_cutoffs = 0;
-thread_local int t_misses = 0, t_skip = 0;
-
-void refined_mass_range(const KernelTable& kt, const float* w, int64_t n, double* lo, double* hi) {
-  Scratch& s = scratch(n);
-  double mass = 0.0;
-  if (!kt.row_mass(w, n, s.above_blocks.data(), &mass)) return;  // (approximate weights are finite, >= 0)
-  const double dn = static_cast<double>(n) * 0x1p-53, dm = static_cast<double>(s.exact_count) * 0x1p-53;
-  const double floors = static_cast<double>(n) * 0x1p-148;
-  const double t = std::max(0.0, mass * (1.0 + dn) - s.exact_sum * (1.0 - dm));
-  const double e = kApproxWeightBound * (t + floors) / (1.0 - kApproxWeightBound) + floors;
-  const double l = (mass * (1.0 - dn) - e) * (1.0 - dn) * (1.0 - 0x1p-40);
-  const double h = (mass * (1.0 + dn) + e) * (1.0 + dn) * (1.0 + 0x1p-40);
-  *lo = std::max(*lo, l);
-  *hi = std::min(*hi, h);
-}
-
 // top_p: the smallest weight c such that the mass of the weights > c is < target, so
 // that every weight >= c is kept (a tie group whole). Masses are canonical (Note [Sparse
 // masses]: over the candidates, the same bits as keep_at_least over the row), so the
 // cutoff is the same on every path: the search only proposes, exact masses decide. The
 // candidates (every v with w(v) >= the cutoff, ascending) are left in s.candidates[0..*m),
 // and the block masses and mass of the w >= cutoff (others +0.0) in blocks and *kept.
-// The target may be known only to lie in [target_lo, target_hi] (Note [Bounded warping],
-// with `exact` saying how to compute the exact weights the approximate w stand for): then
-// *decided is false unless that range decides the cutoff (lo = hi: always decided).
-float top_p_cutoff(const KernelTable& kt, float* w, int64_t n, double target_lo, double target_hi,
-                   const ExactWeights* exact, size_t* m, double* blocks, double* kept, bool* decided) {
+float top_p_cutoff(const KernelTable& kt, float* w, int64_t n, double target, size_t* m, double* blocks,
+                   double* kept) {
   Scratch& s = scratch(n);
   std::vector<int64_t>& index = s.candidates;
   double at_least = 0.0, above = 0.0;
-  const double target = target_hi;  // where a proposal needs one value
-  *decided = false;
   // 1. A floor tau with mass(w >= tau) >= target: then every weight below tau has at least
   //    that mass strictly above it (a canonical sum of non-negative values only grows with
   //    the set summed), so it is not kept. Lower tau 2^-4 at a time until it holds (a
@@ -248,23 +161,16 @@ float top_p_cutoff(const KernelTable& kt, float* w, int64_t n, double target_lo,
   float tau = 0x1p-12f, floor = tau;
   for (;;) {
     floor = tau > 0.0f ? tau : std::numeric_limits<float>::denorm_min();
-    double sum = 0.0;
-    if (exact != nullptr) {
-      const int64_t got = gather_exact(kt, w, n, floor, *exact, index.data(), &sum);
-      if (got < 0) return 0.0f;
-      *m = static_cast<size_t>(got);
-    } else {
-      *m = static_cast<size_t>(kt.gather_at_least(w, n, floor, index.data()));
-      double sums[4] = {0.0, 0.0, 0.0, 0.0};
-      size_t i = 0;
-      for (; i + 4 <= *m; i += 4)
-        for (int j = 0; j < 4; ++j) sums[j] += static_cast<double>(w[index[i + j]]);
-      for (; i < *m; ++i) sums[0] += static_cast<double>(w[index[i]]);
-      sum = (sums[0] + sums[1]) + (sums[2] + sums[3]);
-    }
+    *m = static_cast<size_t>(kt.gather_at_least(w, n, floor, index.data()));
+    double sums[4] = {0.0, 0.0, 0.0, 0.0};
+    size_t i = 0;
+    for (; i + 4 <= *m; i += 4)
+      for (int j = 0; j < 4; ++j) sums[j] += static_cast<double>(w[index[i + j]]);
+    for (; i < *m; ++i) sums[0] += static_cast<double>(w[index[i]]);
+    const double sum = (sums[0] + sums[1]) + (sums[2] + sums[3]);
     const double margin = static_cast<double>(*m) * 0x1p-50;
     bool enough = sum * (1.0 - margin) >= target;
-    if (!enough && !(sum * (1.0 + margin) < target)) {  // (target_hi: a floor for any target in range)
+    if (!enough && !(sum * (1.0 + margin) < target)) {
       sparse_masses(w, n, index.data(), *m, floor, nullptr, &at_least, nullptr);
       enough = at_least >= target;
     }
@@ -343,10 +249,7 @@ float top_p_cutoff(const KernelTable& kt, float* w, int64_t n, double target_lo,
       greater += sum;
       i = e;
     }
-    if (group_start.empty()) {  // no positive weight: warp_row keeps the top one
-      *decided = exact == nullptr;
-      return 0.0f;
-    }
+    if (group_start.empty()) return 0.0f;  // no positive weight: warp_row keeps the top one
     size_t j = proposal;
     for (;;) {
       const float cut = pool[group_start[j]];
@@ -361,18 +264,15 @@ float top_p_cutoff(const KernelTable& kt, float* w, int64_t n, double target_lo,
         n_kept += w[v] >= cut;
       }
       sparse_masses(w, n, kept_index.data(), n_kept, cut, blocks, &at_least, &above);
-      if (above >= target_hi) {
+      if (above >= target) {
         if (j == 0) break;  // the cutoff is above this bucket (rounding): search them all
         --j;
-      } else if (at_least < target_lo) {
+      } else if (at_least < target) {
         if (j + 1 == group_start.size()) break;  // below this bucket: search them all
         ++j;
-      } else if (above < target_lo && at_least >= target_hi) {
+      } else {  // mass(w > cut) < target <= mass(w >= cut)
         *kept = at_least;
-        *decided = true;
         return cut;
-      } else {
-        return 0.0f;  // the target's range straddles this cutoff: not decided
       }
     }
     // Only a narrowed search can get here (unnarrowed, the top group has nothing above it
@@ -383,9 +283,6 @@ float top_p_cutoff(const KernelTable& kt, float* w, int64_t n, double target_lo,
 }
 
 }  // namespace
-
-int64_t refined_top_p_cutoffs() { return t_refined_cutoffs; }
-void forget_top_p_misses() { t_misses = t_skip = 0; }
 
 Outcome warp_row_lazy(const KernelTable& kt, const float* x, int64_t n, const WarpParams& params,
                       WarpedRow* out) {
@@ -407,72 +304,15 @@ Outcome warp_row_lazy(const KernelTable& kt, const float* x, int64_t n, const Wa
   size_t m = 0;  // candidates: every v with w(v) >= t when m > 0
   double cut_mass = 0.0;  // with top-p, the mass of the w >= t, its block masses in blocks
   Scratch& s = scratch(n);
-  bool decided = false;
-  // Where the bounds keep failing (a top_p near 1 puts the cutoff among weights smaller than
-  // the range of the target), stop trying for a while: two misses in a row skip the next 15
-  // rows on this thread (t_misses, t_skip). A guess: it changes the time, never the outcome.
-  const bool eligible = !top_k && params.top_p < 1.0 && kt.row_weight_sums != nullptr;
-  if (eligible && t_skip > 0) --t_skip;
-  else if (eligible) {
-    // Note [Bounded warping]: top-p from approximate weights where the range of the row's
-    // mass decides the cutoff; the candidates' weights are made exact, the rest of w stays
-    // approximate but below the floor, so the lazy row reads it as +0.0.
-    double* sums = s.approx_sums.data();
-    kt.row_weight_sums(x, n, params.temperature, z_max, w, sums);
-    double lo = 0.0, hi = 0.0;
-    weight_mass_range(sums, n, nullptr, &lo, &hi);
-    if (lo > 0.0) {
-      const ExactWeights exact{x, params.temperature, z_max};
-      s.exact_count = 0;
-      s.exact_sum = 0.0;
-      t = top_p_cutoff(kt, w, n, params.top_p * lo, params.top_p * hi, &exact, &m, s.unused_blocks.data(),
-                       &cut_mass, &decided);
-      if (!decided) {  // Note [Refined mass range]: once more, on a narrower range
-        refined_mass_range(kt, w, n, &lo, &hi);
-        if (lo > 0.0 && lo <= hi)
-          t = top_p_cutoff(kt, w, n, params.top_p * lo, params.top_p * hi, &exact, &m, s.unused_blocks.data(),
-                           &cut_mass, &decided);
-        t_refined_cutoffs += decided;
-      }
-    }
-    if (!decided) {
-      t = 0.0f;
-      m = 0;
-      if (++t_misses == 2) {
-        t_misses = 0;
-        t_skip = 15;
-      }
-    } else {
-      t_misses = 0;
-    }
-  } else if (!top_k && params.top_p >= 1.0 && params.min_p > 0.0 && kt.row_weight_sums != nullptr) {
-    // Note [Bounded warping] for min-p alone: its threshold is known, so the approximate
-    // weights need only find the candidates (gather_exact: every weight that can reach the
-    // threshold, made exact, those that do kept in the candidates); the rest of w stays
-    // approximate but below the threshold, so the lazy row reads it as +0.0. min-p's
-    // threshold is applied below, over the candidates.
-    kt.row_weight_sums(x, n, params.temperature, z_max, w, s.approx_sums.data());
-    const ExactWeights exact{x, params.temperature, z_max};
-    double kept = 0.0;
-    const int64_t got = gather_exact(kt, w, n, min_p_threshold(params.min_p), exact, s.candidates.data(), &kept);
-    if (got > 0) {  // (the weight-1 token is always kept; got < 0: a subnormal threshold)
-      m = static_cast<size_t>(got);
-      decided = true;
-    }
+  kt.row_weights(x, n, params.temperature, z_max, w, out->blocks, &out->mass);
+  if (!top_k && params.top_p >= 1.0 && params.min_p <= 0.0) return Outcome{};  // r = w
+  if (top_k) {
+    apply_top_k(x, n, params, w);
+    kt.row_mass(w, n, out->blocks, &out->mass);
   }
-  if (!decided) {
-    kt.row_weights(x, n, params.temperature, z_max, w, out->blocks, &out->mass);
-    if (!top_k && params.top_p >= 1.0 && params.min_p <= 0.0) return Outcome{};  // r = w
-    if (top_k) {
-      apply_top_k(x, n, params, w);
-      kt.row_mass(w, n, out->blocks, &out->mass);
-    }
-    // The final threshold on the weights: top-p's cutoff, then min-p's.
-    if (params.top_p < 1.0) {
-      const double target = params.top_p * out->mass;
-      t = top_p_cutoff(kt, w, n, target, target, nullptr, &m, s.unused_blocks.data(), &cut_mass, &decided);
-    }
-  }
+  // The final threshold on the weights: top-p's cutoff, then min-p's.
+  if (params.top_p < 1.0)
+    t = top_p_cutoff(kt, w, n, params.top_p * out->mass, &m, s.unused_blocks.data(), &cut_mass);
   const float cut = t;
   if (params.min_p > 0.0) t = std::max(t, min_p_threshold(params.min_p));
   if (!(t > 0.0f)) return Outcome{};  // r = w (after top-k): every weight is >= +0.0

@@ -11,15 +11,7 @@ attributes to kernels_neon.o or kernels_scalar.o), per element of the rows read:
     row mass        1           <= 1.75       >= 2x fewer
     residual mass   2 (p, q)    <= 2.50       >= 2x fewer
     residual store  2 (p, q)    <= 2.95       >= 2x fewer   (the residual, also stored: trees)
-    float32 sum     1           <= 0.85       >= 4x fewer   (Note [Mass bounds])
-    block sums      1           <= 0.95       >= 4x fewer   (Note [Bounded sampling])
-    residual sums   2 (p, q)    <= 2.00       >= 2x fewer   (Note [Bounded sampling])
-    pair sums       2 (p, q)    <= 3.00       >= 2x fewer   (Note [Bounded rejection])
     row weights     1 (logits)  <= 11.25      >= 4x fewer
-    weight sums     1 (logits)  <= 9.60       >= 4x fewer   (Note [Bounded warping])
-    upper weights   1 (logits)  <= 1.90       >= 3x fewer   (Note [Weight upper bounds])
-    upper, above t  1 (logits)  <= 3.20       >= 2.5x fewer (Note [Top-p upper bounds])
-    argmax + upper  1 (logits)  <= 2.25       >= 3x fewer   (Note [Argmax with upper sums])
     keep at least   1 (weights) <= 5.00       >= 3x fewer
     gather at least 1 (weights) <= 2.85       >= 3x fewer   (7% of the values taken)
     widen f16       1 (halves)  <= 1.00       >= 2x fewer
@@ -31,33 +23,13 @@ The warping budgets sit just above what the kernels reach (10.97 and 4.6): one e
 about 30 vector operations per 4 lanes (Note [One exp]: the reduction, a degree-6
 polynomial, the two-factor scaling), plus a division and the float64 mass of the weights
 in the same pass (y - n C1 is one fused fmls since n C1 is exact: 11.22 -> 10.97, the
-budget 11.5 -> 11.25). The approximate weight sums of Note [Bounded warping] (9.40) save
-less on NEON than on x86-64 (where they take 14 instead of ~38 vector operations per 16
-values): the exact pass's float64 mass costs NEON little, and each of the degree-6
-polynomial's fmla needs its constant copied into the accumulating register first (six
-movs per 4 lanes). The upper weight sums of Note [Weight upper bounds] (1.81) are one
-fused multiply-add, a max, a truncating conversion and an add per 4 lanes with the loads and
-the loop, five times fewer than the approximate weights they stand in for where a round only
-needs to see that a position accepts; with the sums of the floats above a threshold in the
-same pass (Note [Top-p upper bounds], 3.10) a compare, an and and an add more per 4 lanes,
-where the scalar loop adds a select and an add (8.96: 2.9x, not 3x); with the row's argmax
-in the same pass (Note [Argmax with upper sums], 2.15) an fmax per 4 lanes and each block's
-fmaxv more, against 1.81 plus the argmax pass's 0.50 apart; keep_at_least masks each value twice and widens both masked rows into
+budget 11.5 -> 11.25); keep_at_least masks each value twice and widens both masked rows into
 float64 lanes. gather_at_least (2.70; it gathers indices since top-p sums its candidates
 sparsely, and was 2.9 gathering values four at a time under a budget of 3.20) tests eight
 values at a time and takes apart lane by lane every group of four that holds a value >= t,
 about a quarter of them in the counted row. residual_store (2.85)
 is the residual plus its stores, about 7 instructions per 16 values more than the residual
-alone as GCC schedules it; the float32 sum (0.69) is four adds, four mins and a load of 16
-values, with the loop. The float32 block sums of Note [Bounded sampling] (0.86 and 1.90) are
-the float32 sum and the residual without float64 lanes, plus each block's fold of 16
-float32 lanes into float64 (about 0.2 a value for the row's, where the loop does little else).
-The pair sums of Note [Bounded rejection] (2.87) do in one pass what block sums of p and
-of q and the residual's at factors 1 do in three (0.86 + 0.86 + 1.90 = 3.62): per 16 values
-of each row, eight loads (three rows of 16 lanes leave no registers for four-register
-loads), a subtraction and a clamp per vector, eight mins for the validation, and twelve
-adds (three trees of four groups, then three accumulators), about 36 instructions, with the
-loop and the folds of three blocks. Half rows (Note [Half
+alone as GCC schedules it. Half rows (Note [Half
 rows]) are widened eight values at a time (a load, two conversions or shifts, two stores)
 into an L1 buffer the float32 kernel then reads (0.875 instructions per value): the
 budgets are the float32 kernel's plus that, plus a little for the per-chunk calls (the
@@ -85,11 +57,8 @@ NATIVE = platform.machine() == "aarch64"
 CXX = "aarch64-linux-gnu-g++"
 CXX_PACKAGE = "g++" if NATIVE else "g++-aarch64-linux-gnu"
 BUDGETS = {"argmax": (0.80, 4.0), "mass": (1.75, 2.0), "residual": (2.50, 2.0),
-           "residual_store": (2.95, 2.0), "sum_f32": (0.85, 4.0),
-           "block_sums": (0.95, 4.0), "residual_block_sums": (2.00, 2.0),
-           "pair_block_sums": (3.00, 2.0),
-           "weights": (11.25, 4.0), "weight_sums": (9.60, 4.0), "upper_weight_sums": (1.90, 3.0),
-           "upper_weight_sums_above": (3.20, 2.5), "argmax_upper_weight_sums": (2.25, 3.0),
+           "residual_store": (2.95, 2.0),
+           "weights": (11.25, 4.0),
            "keep": (5.00, 3.0),
            "gather": (2.85, 3.0),
            "widen_f16": (1.00, 2.0), "widen_bf16": (1.00, 2.0), "argmax_bf16": (1.60, 2.0),

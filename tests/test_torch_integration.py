@@ -44,14 +44,6 @@ def test_opcheck_logits_ops(sv):
         for d in (draft, None):
             torch.library.opcheck(sv.ops.accept_logits_with_uniforms, (target, d, t, u) + params + ("block",))
         torch.library.opcheck(sv.ops.accept_logits, (target, None, t) + params + (None,))
-        # Draft bounds (DESIGN.md, "Draft bounds"), drawn and passed on.
-        torch.library.opcheck(sv.ops.sample_with_bounds, (draft, u[:4]) + params)
-        torch.library.opcheck(sv.ops.sample_with_bounds, (draft[0], u[0]) + params)
-        torch.library.opcheck(sv.ops.sample_with_bounds, (draft, None) + params + (None,))
-        tokens, bounds = sv.ops.sample_with_bounds(draft, u[:4], *params)
-        torch.library.opcheck(sv.ops.accept_logits, (target, draft, tokens) + params + (None, "token", bounds))
-        torch.library.opcheck(sv.ops.accept_logits_with_uniforms,
-                              (target, draft, tokens, u) + params + ("token", bounds))
     torch.library.opcheck(sv.ops.accept_logits, (target, None, t, 0.0, 0, 1.0, 0.0, None))
     torch.library.opcheck(sv.ops.accept_logits_with_uniforms, (target, None, t, u, 0.0, 0, 1.0, 0.0))
 
@@ -65,11 +57,8 @@ def test_compile_logits_ops_fullgraph(sv):
     def round_(target, draft, u):
         tokens = sv.sample_with_uniforms(draft, u[:4], temperature=0.8, top_p=0.9)
         n, tok = sv.accept_logits_with_uniforms(target, draft, tokens, u, temperature=0.8, top_p=0.9)
-        _, bounds = sv.sample_with_uniforms(draft, u[:4], temperature=0.8, top_p=0.9, return_bounds=True)
-        n_b, tok_b = sv.accept_logits_with_uniforms(target, draft, tokens, u, temperature=0.8, top_p=0.9,
-                                                    draft_bounds=bounds)
         rows = sv.warp(target, temperature=0.8, top_p=0.9)
-        return torch.cat([tokens, torch.tensor([n, tok, n_b, tok_b])]), rows
+        return torch.cat([tokens, torch.tensor([n, tok])]), rows
 
     compiled = compile_fullgraph(round_)
     for _ in range(3):

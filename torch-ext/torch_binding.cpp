@@ -44,16 +44,13 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def("sample_with_uniforms(Tensor logits, Tensor uniforms, float temperature=1.0, int top_k=0, "
           "float top_p=1.0, float min_p=0.0) -> Tensor");
   ops.impl("sample_with_uniforms", c10::kCPU, &sample_with_uniforms);
-  ops.def("sample_with_bounds(Tensor logits, Tensor? uniforms=None, float temperature=1.0, int top_k=0, "
-          "float top_p=1.0, float min_p=0.0, Generator? generator=None) -> (Tensor, Tensor)");
-  ops.impl("sample_with_bounds", c10::kCPU, &sample_with_bounds);
   ops.def("accept_logits(Tensor target_logits, Tensor? draft_logits, Tensor draft_tokens, "
           "float temperature=1.0, int top_k=0, float top_p=1.0, float min_p=0.0, "
-          "Generator? generator=None, str method=\"token\", Tensor? draft_bounds=None) -> (SymInt, SymInt)");
+          "Generator? generator=None, str method=\"token\") -> (SymInt, SymInt)");
   ops.impl("accept_logits", c10::kCPU, &accept_logits);
   ops.def("accept_logits_with_uniforms(Tensor target_logits, Tensor? draft_logits, "
           "Tensor draft_tokens, Tensor uniforms, float temperature=1.0, int top_k=0, "
-          "float top_p=1.0, float min_p=0.0, str method=\"token\", Tensor? draft_bounds=None) -> (SymInt, SymInt)");
+          "float top_p=1.0, float min_p=0.0, str method=\"token\") -> (SymInt, SymInt)");
   ops.impl("accept_logits_with_uniforms", c10::kCPU, &accept_logits_with_uniforms);
   ops.def("verify_tree(Tensor target_logits, Tensor tokens, Tensor parents, Tensor? draft_logits=None, "
           "float temperature=1.0, int top_k=0, float top_p=1.0, float min_p=0.0, "
@@ -89,7 +86,7 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def("verify_batch(Tensor target_logits, Tensor draft_tokens, Tensor cu_num_draft_tokens, "
           "Tensor? draft_logits=None, Tensor? temperature=None, Tensor? top_k=None, Tensor? top_p=None, "
           "Tensor? min_p=None, str method=\"token\", Generator? generator=None, "
-          "Generator?[]? generators=None, Tensor? draft_bounds=None) -> (Tensor, Tensor)");
+          "Generator?[]? generators=None) -> (Tensor, Tensor)");
   ops.impl("verify_batch", c10::kCPU, &verify_batch);
   ops.def("verify_batch_probs(Tensor target_probs, Tensor draft_tokens, Tensor cu_num_draft_tokens, "
           "Tensor? draft_probs=None, Tensor? greedy=None, str method=\"token\", Generator? generator=None, "
@@ -107,7 +104,6 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
     ops.impl("warp", key, &warp);
     ops.impl("sample", key, &sample);
     ops.impl("sample_with_uniforms", key, &sample_with_uniforms);
-    ops.impl("sample_with_bounds", key, &sample_with_bounds);
     ops.impl("accept_logits", key, &accept_logits);
     ops.impl("accept_logits_with_uniforms", key, &accept_logits_with_uniforms);
     ops.impl("verify_batch", key, &verify_batch);

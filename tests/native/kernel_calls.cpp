@@ -1,9 +1,8 @@
 // Calls one kernel of one path on rows of V elements, a given number of times, so that
 // the instructions executed inside the kernel files can be counted under qemu
 // (scripts/insn_budget.py). Usage: kernel_calls KERNEL PATH V REPS, KERNEL one of argmax, mass,
-// residual, residual_store, sum_f32, block_sums, residual_block_sums, pair_block_sums, weights, weight_sums, upper_weight_sums,
-// upper_weight_sums_above, argmax_upper_weight_sums, keep, gather, and for half rows (Note [Half rows]) widen_f16, widen_bf16,
-// argmax_bf16 and mass_f16 (a half row through typed_argmax / typed_mass).
+// residual, residual_store, weights, keep, gather, and for half rows (Note [Half rows]) widen_f16,
+// widen_bf16, argmax_bf16 and mass_f16 (a half row through typed_argmax / typed_mass).
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -36,7 +35,7 @@ int main(int argc, char** argv) {
     s = s * 1664525u + 1013904223u;
     q[v] = static_cast<float>(s >> 8) * 0x1.0p-24f;
   }
-  std::vector<double> blocks(sv::num_blocks(n)), blocks_q(sv::num_blocks(n)), blocks_g(sv::num_blocks(n));
+  std::vector<double> blocks(sv::num_blocks(n)), blocks_q(sv::num_blocks(n));
   double P = 0, Q = 0, R = 0;
   sv::scalar_kernels().row_mass(p.data(), n, blocks.data(), &P);
   sv::scalar_kernels().row_mass(q.data(), n, blocks.data(), &Q);
@@ -82,25 +81,6 @@ int main(int argc, char** argv) {
       double m = 0;
       kt.row_weights(x.data(), n, 0.8f, x_max / 0.8f, out.data(), blocks.data(), &m);
       sink += m;
-    } else if (kernel == "weight_sums") {
-      kt.row_weight_sums(x.data(), n, 0.8f, x_max / 0.8f, nullptr, blocks.data());
-      sink += blocks[0];
-    } else if (kernel == "upper_weight_sums") {  // Note [Weight upper bounds]: c1, c0 of T 0.8
-      const float c1 = static_cast<float>(0x1p23 * 1.4426950408889634 / 0.8);
-      const float c0 = static_cast<float>(0x1p23 * (127.0 - (x_max / 0.8f) * 1.4426950408889634));
-      kt.row_upper_weight_sums(x.data(), n, c1, c0, blocks.data());
-      sink += blocks[0];
-    } else if (kernel == "argmax_upper_weight_sums") {  // Note [Argmax with upper sums]: as above, one pass
-      const float c1 = static_cast<float>(0x1p23 * 1.4426950408889634 / 0.8);
-      const float c0 = static_cast<float>(0x1p23 * (127.0 - (x_max / 0.8f) * 1.4426950408889634));
-      int64_t top = 0;
-      kt.row_argmax_upper_weight_sums(x.data(), n, c1, c0, &top, blocks.data());
-      sink += blocks[0] + static_cast<double>(top);
-    } else if (kernel == "upper_weight_sums_above") {  // Note [Top-p upper bounds]: tau at weight 2^-4
-      const float c1 = static_cast<float>(0x1p23 * 1.4426950408889634 / 0.8);
-      const float c0 = static_cast<float>(0x1p23 * (127.0 - (x_max / 0.8f) * 1.4426950408889634));
-      kt.row_upper_weight_sums_above(x.data(), n, c1, c0, 0x1p-4f, blocks.data(), blocks_q.data());
-      sink += blocks[0] + blocks_q[0];
     } else if (kernel == "gather") {
       sink += static_cast<double>(kt.gather_at_least(w.data(), n, 0.5f, index.data()));
     } else if (kernel == "keep") {
@@ -110,19 +90,6 @@ int main(int argc, char** argv) {
     } else if (kernel == "residual_store") {
       kt.residual_store(p.data(), q.data(), a, b, n, out.data(), blocks.data(), &R);
       sink += R;
-    } else if (kernel == "sum_f32") {
-      float f = 0;
-      kt.row_sum_f32(p.data(), n, &f);
-      sink += f;
-    } else if (kernel == "block_sums") {
-      kt.row_block_sums(p.data(), n, blocks.data());
-      sink += blocks[0];
-    } else if (kernel == "residual_block_sums") {
-      kt.residual_block_sums(p.data(), q.data(), a, b, n, blocks.data());
-      sink += blocks[0];
-    } else if (kernel == "pair_block_sums") {
-      kt.pair_block_sums(p.data(), q.data(), n, blocks.data(), blocks_q.data(), blocks_g.data());
-      sink += blocks[0] + blocks_q[0] + blocks_g[0];
     } else if (kernel == "widen_f16") {
       kt.widen_f16(p_f16.data(), n, out.data());
       sink += out[n - 1];

@@ -67,7 +67,6 @@ def verify_batch(
     method: str = "token",
     generator: Optional[torch.Generator] = None,
     generators: Optional[Sequence[Optional[torch.Generator]]] = None,
-    draft_bounds: Optional[torch.Tensor] = None,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """Verifies a batch of B sequences from logits in one call, in vLLM's ragged layout.
 
@@ -102,10 +101,6 @@ def verify_batch(
         generator (`torch.Generator`, *optional*): a CPU generator for the sequences without
             one of their own; the default generator when None.
         generators (`list`, *optional*): B entries, a CPU `torch.Generator` or None each.
-        draft_bounds (`torch.Tensor`, *optional*): float64 `[N, 3]`, the draft bounds
-            `sample(draft_logits, ..., return_bounds=True)` returned for the N draft rows
-            (each with its sequence's parameters), as for `accept_logits`: the same results,
-            accepted draft rows not warped again.
 
     Returns:
         `Tuple[torch.Tensor, torch.Tensor]`: `output_token_ids`, int64 `[B, max K_b + 1]`:
@@ -128,10 +123,10 @@ def verify_batch(
             and draft_tokens.dtype is not _uint64 and cu_num_draft_tokens.dtype is not _uint64
             and _cpu_or_none(draft_logits) and _cpu_or_none(temperature) and _cpu_or_none(top_k)
             and _cpu_or_none(top_p) and _cpu_or_none(min_p) and generators is None and method == "token"
-            and (generator is None or type(generator) is _Generator) and _cpu_or_none(draft_bounds)):
+            and (generator is None or type(generator) is _Generator)):
         # The common case: tensors on the CPU, the op checks the rest.
         return _call(VERIFY_BATCH, True, generator, target_logits, draft_tokens, cu_num_draft_tokens, draft_logits,
-                     temperature, top_k, top_p, min_p, method, generator, None, draft_bounds)
+                     temperature, top_k, top_p, min_p, method, generator, None)
     op = "verify_batch"
     draft_tokens, cu_num_draft_tokens, generators = _batch_args(
         op, draft_tokens, cu_num_draft_tokens, method, generator, generators, target_logits=target_logits,
@@ -144,10 +139,8 @@ def verify_batch(
     if not all(type(t) is _Tensor and t.is_cpu for t in given.values()):
         _check_on_cpu(op, **given)
     temperature, top_k, top_p, min_p = params
-    if not _cpu_or_none(draft_bounds):
-        _check_on_cpu(op, draft_bounds=draft_bounds)
     return _call(VERIFY_BATCH, False, generator, target_logits, draft_tokens, cu_num_draft_tokens, draft_logits,
-                 temperature, top_k, top_p, min_p, method, generator, generators, draft_bounds)
+                 temperature, top_k, top_p, min_p, method, generator, generators)
 
 
 def verify_batch_probs(

@@ -56,7 +56,7 @@ def _call(op: _Op, fast: bool, generator, *args):
 
 # Every op the wrappers call, by its name in the op namespace.
 _NAMES = ("verify_greedy", "accept", "accept_with_uniforms", "warp", "sample", "sample_with_uniforms",
-          "sample_with_bounds", "accept_logits", "accept_logits_with_uniforms", "verify_tree",
+          "accept_logits", "accept_logits_with_uniforms", "verify_tree",
           "verify_tree_with_uniforms", "verify_tree_probs", "verify_tree_probs_with_uniforms",
           "_verify_tree_ints", "_verify_tree_with_uniforms_ints", "_verify_tree_probs_ints",
           "_verify_tree_probs_with_uniforms_ints", "verify_batch", "verify_batch_probs")
@@ -83,7 +83,6 @@ ACCEPT_WITH_UNIFORMS = _OPS["accept_with_uniforms"]
 WARP = _OPS["warp"]
 SAMPLE = _OPS["sample"]
 SAMPLE_WITH_UNIFORMS = _OPS["sample_with_uniforms"]
-SAMPLE_WITH_BOUNDS = _OPS["sample_with_bounds"]
 ACCEPT_LOGITS = _OPS["accept_logits"]
 ACCEPT_LOGITS_WITH_UNIFORMS = _OPS["accept_logits_with_uniforms"]
 VERIFY_TREE = _OPS["verify_tree"]

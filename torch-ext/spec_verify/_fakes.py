@@ -46,23 +46,16 @@ def _sample_with_uniforms_fake(logits, uniforms, temperature=1.0, top_k=0, top_p
     return logits.new_empty(logits.shape[:-1], dtype=torch.int64)
 
 
-@torch.library.register_fake(add_op_namespace_prefix("sample_with_bounds"))
-def _sample_with_bounds_fake(logits, uniforms=None, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0,
-                             generator=None):
-    return (logits.new_empty(logits.shape[:-1], dtype=torch.int64),
-            logits.new_empty((*logits.shape[:-1], 3), dtype=torch.float64))
-
-
 @torch.library.register_fake(add_op_namespace_prefix("accept_logits"))
 def _accept_logits_fake(target_logits, draft_logits, draft_tokens, temperature=1.0, top_k=0, top_p=1.0,
-                        min_p=0.0, generator=None, method="token", draft_bounds=None):
+                        min_p=0.0, generator=None, method="token"):
     ctx = torch.library.get_ctx()
     return ctx.new_dynamic_size(), ctx.new_dynamic_size()
 
 
 @torch.library.register_fake(add_op_namespace_prefix("accept_logits_with_uniforms"))
 def _accept_logits_with_uniforms_fake(target_logits, draft_logits, draft_tokens, uniforms, temperature=1.0,
-                                      top_k=0, top_p=1.0, min_p=0.0, method="token", draft_bounds=None):
+                                      top_k=0, top_p=1.0, min_p=0.0, method="token"):
     ctx = torch.library.get_ctx()
     return ctx.new_dynamic_size(), ctx.new_dynamic_size()
 
@@ -79,8 +72,7 @@ for _name in ("verify_tree", "verify_tree_with_uniforms", "verify_tree_probs", "
 
 @torch.library.register_fake(add_op_namespace_prefix("verify_batch"))
 def _verify_batch_fake(target_logits, draft_tokens, cu_num_draft_tokens, draft_logits=None, temperature=None,
-                       top_k=None, top_p=None, min_p=None, method="token", generator=None, generators=None,
-                       draft_bounds=None):
+                       top_k=None, top_p=None, min_p=None, method="token", generator=None, generators=None):
     # The width, max K_b + 1, depends on the values of cu_num_draft_tokens.
     width = torch.library.get_ctx().new_dynamic_size(min=1)
     batch = cu_num_draft_tokens.shape[0]

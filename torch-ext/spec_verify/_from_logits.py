@@ -1,6 +1,5 @@
 """The drafting half of `SpeculativeDecoder.from_logits`: the draft_step that samples each
-draft token from the draft's warped logits row, keeping the rows and their draft bounds for
-the verifier (DESIGN.md, "Draft bounds").
+draft token from the draft's warped logits row, keeping the rows for the verifier.
 """
 from __future__ import annotations
 
@@ -9,7 +8,7 @@ from typing import Callable, List, Optional
 import torch
 
 from ._api import _kind
-from ._calls import SAMPLE, SAMPLE_WITH_BOUNDS
+from ._calls import SAMPLE
 from ._decoding import _dense, _from_array
 
 _Tensor = torch.Tensor
@@ -31,14 +30,14 @@ def _check_draft_logits(x) -> None:
 
 def sampling_draft_step(draft_logits_step: Callable, known_vocab: Callable[[], Optional[int]], greedy: bool,
                         temperature: float, top_k: int, top_p: float, min_p: float,
-                        generator: Optional[torch.Generator], handed: dict) -> Callable:
+                        generator: Optional[torch.Generator]) -> Callable:
     """The draft_step of `from_logits` over `draft_logits_step`, for warping parameters already
     checked: each token sampled (argmax when `greedy`) from the draft's warped row, one uniform
     each from `generator`. `known_vocab()` is V of the target's rows once the generation has
-    had them; `handed` gets the round's draft rows and their stacked bounds ("rows", "bounds")."""
+    had them."""
 
     def draft_step(prefix: List[int], k: int):
-        seq, start, rows, bounds = prefix, len(prefix), None, []  # prefix: the loop's own fresh copy
+        seq, start, rows = prefix, len(prefix), None  # prefix: the loop's own fresh copy
         vocab = None  # the round's first V: rows of another V could not be stacked
         for i in range(k):
             x = draft_logits_step(seq[:])
@@ -62,17 +61,11 @@ def sampling_draft_step(draft_logits_step: Callable, known_vocab: Callable[[], O
                     rows = torch.empty((k, vocab), dtype=_float32)
                 rows[i].copy_(x)
             try:
-                if greedy:
-                    t = int(SAMPLE.overload(x, temperature, top_k, top_p, min_p, generator))
-                else:
-                    token, bound = SAMPLE_WITH_BOUNDS.overload(x, None, temperature, top_k, top_p, min_p, generator)
-                    t = int(token)
-                    bounds.append(bound)
+                t = int(SAMPLE.overload(x, temperature, top_k, top_p, min_p, generator))
             except (ValueError, TypeError) as e:
                 raise type(e)(f"SpeculativeDecoder: the sampling op rejected draft_logits_step's "
                               f"logits after {len(seq)} tokens: {e}") from e
             seq.append(t)
-        handed["rows"], handed["bounds"] = rows, (torch.stack(bounds) if bounds else None)
         return torch.tensor(seq[start:], dtype=_int64), rows
 
     return draft_step

@@ -24,7 +24,7 @@ from ._ops import add_op_namespace_prefix, ops
 
 # Every op that takes tensors (torch_binding.cpp's TORCH_LIBRARY block).
 _OPS = ("verify_greedy", "accept", "accept_with_uniforms", "warp", "sample", "sample_with_uniforms",
-        "sample_with_bounds", "accept_logits", "accept_logits_with_uniforms", "verify_batch",
+        "accept_logits", "accept_logits_with_uniforms", "verify_batch",
         "verify_batch_probs", "_row_masses", "verify_tree", "verify_tree_with_uniforms", "verify_tree_probs",
         "verify_tree_probs_with_uniforms", "_verify_tree_ints", "_verify_tree_with_uniforms_ints",
         "_verify_tree_probs_ints", "_verify_tree_probs_with_uniforms_ints")
@@ -40,14 +40,14 @@ def _has_op(name: str) -> bool:
 
 
 def _public(op: str) -> str:
-    """The name users call: the tree ops' _ints twins, sample_with_bounds and the stable
-    build's _drawn_ forms are internal."""
+    """The name users call: the tree ops' _ints twins and the stable build's _drawn_ forms
+    are internal."""
     if op.startswith("_drawn_"):
         op = op[len("_drawn_"):]
-        return op[:-len("_ints")] if op.endswith("_ints") else "sample" if op == "sample_with_bounds" else op
+        return op[:-len("_ints")] if op.endswith("_ints") else op
     if op.startswith("_verify_tree") and op.endswith("_ints"):
         return op[1:-len("_ints")]
-    return "sample" if op == "sample_with_bounds" else op
+    return op
 
 
 def refusal(op: str, name: str, t: torch.Tensor) -> Optional[str]:
@@ -84,7 +84,7 @@ def _refusing_kernel(op: str, names):
 _library = torch.library.Library(add_op_namespace_prefix("x").split("::")[0], "IMPL")
 # The stable-ABI build's ops that take a generator draw in Python (_stable.py) and call a
 # native _drawn_ form, which gets the same refusal.
-_DRAWN = tuple(f"_drawn_{op}" for op in ("accept", "sample", "sample_with_bounds", "accept_logits", "verify_tree",
+_DRAWN = tuple(f"_drawn_{op}" for op in ("accept", "sample", "accept_logits", "verify_tree",
                                         "verify_tree_probs", "verify_tree_ints", "verify_tree_probs_ints",
                                         "verify_batch", "verify_batch_probs") if _has_op(f"_drawn_{op}"))
 for _op in _OPS + _DRAWN:

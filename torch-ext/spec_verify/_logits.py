@@ -11,9 +11,9 @@ from typing import Optional, Tuple
 
 import torch
 
-from ._api import (Tokens, _Tensor, _check_generator, _check_method, _check_on_cpu, _flag, _token_tensor, _uint64,
+from ._api import (Tokens, _Tensor, _check_generator, _check_method, _check_on_cpu, _token_tensor, _uint64,
                    _vocab, _warp_params)
-from ._calls import (ACCEPT_LOGITS, ACCEPT_LOGITS_WITH_UNIFORMS, SAMPLE, SAMPLE_WITH_BOUNDS, SAMPLE_WITH_UNIFORMS,
+from ._calls import (ACCEPT_LOGITS, ACCEPT_LOGITS_WITH_UNIFORMS, SAMPLE, SAMPLE_WITH_UNIFORMS,
                      WARP, _call)
 
 _WARP_ARGS = """
@@ -74,7 +74,6 @@ def sample(
     top_p: float = 1.0,
     min_p: float = 0.0,
     generator: Optional[torch.Generator] = None,
-    return_bounds: bool = False,
 ):
     """One token per logits row, drawn from the row's warped distribution (see `warp`).
 
@@ -87,21 +86,9 @@ def sample(
         logits (`torch.Tensor`): float32, float16 or bfloat16 `[V]` or `[R, V]` on the CPU, as for `warp`.{args}
         generator (`torch.Generator`, *optional*): a CPU generator; the default generator
             when None.
-        return_bounds (`bool`, *optional*, defaults to False): also return each row's draft
-            bounds, for `accept_logits(..., draft_bounds=...)` (the same tokens either way).
 
     Returns:
-        `torch.Tensor`: int64 tokens of shape `logits.shape[:-1]` (0-d for a `[V]` row). With
-        `return_bounds`, `(tokens, bounds)`: `bounds` float64 of shape `logits.shape[:-1] + (3,)`,
-        per row the warped weight of its token and a range `[lo, hi]` holding the warped
-        row's mass (`lo == hi` where the row was warped exactly). `accept_logits` given them
-        for these rows tests an acceptance without warping the draft row again. The one
-        output that is not the same bits on every instruction-set path: where `lo < hi`,
-        `lo` and `hi` come from float32 sums each path adds in its own lane order, so they
-        may differ in the last bits between paths (the tokens, the weights and which rows
-        have `lo == hi` do not). Each path's range holds the same exact mass, and
-        `accept_logits` decides from it only where that is certain, else from the draft row
-        itself, so its outcome is the same with bounds made on any path, on any path.
+        `torch.Tensor`: int64 tokens of shape `logits.shape[:-1]` (0-d for a `[V]` row).
 
     Raises:
         TypeError, ValueError: as for `warp`; `generator` not a `torch.Generator`. A call
@@ -112,8 +99,6 @@ def sample(
     fast = type(logits) is _Tensor and logits.is_cpu
     if not fast:
         _check_on_cpu("sample", logits=logits)
-    if return_bounds is not False and _flag(return_bounds, "spec_verify.sample: return_bounds"):
-        return _call(SAMPLE_WITH_BOUNDS, fast, generator, logits, None, temperature, top_k, top_p, min_p, generator)
     return _call(SAMPLE, fast, generator, logits, temperature, top_k, top_p, min_p, generator)
 
 
@@ -125,7 +110,6 @@ def sample_with_uniforms(
     top_k: int = 0,
     top_p: float = 1.0,
     min_p: float = 0.0,
-    return_bounds: bool = False,
 ):
     """`sample` with its uniforms given: a pure function.
 
@@ -134,11 +118,9 @@ def sample_with_uniforms(
         uniforms (`torch.Tensor`): float64 on the CPU, `[R]` (`[]` for a `[V]` row), each
             in `[0, 1)`; `uniforms[r]` draws row r's token (unused when `temperature` is 0,
             but still checked).{args}
-        return_bounds (`bool`, *optional*, defaults to False): as for `sample`.
 
     Returns:
-        `torch.Tensor`: int64 tokens of shape `logits.shape[:-1]`; with `return_bounds`,
-        `(tokens, bounds)` as `sample` returns them.
+        `torch.Tensor`: int64 tokens of shape `logits.shape[:-1]`.
 
     Raises:
         TypeError, ValueError: as for `warp`; `uniforms` not float64, of the wrong shape, or
@@ -149,8 +131,6 @@ def sample_with_uniforms(
     fast = type(logits) is _Tensor and type(uniforms) is _Tensor and logits.is_cpu and uniforms.is_cpu
     if not fast:
         _check_on_cpu("sample_with_uniforms", logits=logits, uniforms=uniforms)
-    if return_bounds is not False and _flag(return_bounds, "spec_verify.sample_with_uniforms: return_bounds"):
-        return _call(SAMPLE_WITH_BOUNDS, fast, None, logits, uniforms, temperature, top_k, top_p, min_p)
     return _call(SAMPLE_WITH_UNIFORMS, fast, None, logits, uniforms, temperature, top_k, top_p, min_p)
 
 
@@ -179,7 +159,6 @@ def accept_logits(
     min_p: float = 0.0,
     generator: Optional[torch.Generator] = None,
     method: str = "token",
-    draft_bounds: Optional[torch.Tensor] = None,
 ) -> Tuple[int, int]:
     """Speculative sampling of one round from logits: `accept` on the warped rows.
 
@@ -206,16 +185,6 @@ def accept_logits(
             when None.
         method (`str`, *optional*, defaults to `"token"`): `"token"` or `"block"` (block
             verification), as for `accept`.
-        draft_bounds (`torch.Tensor`, *optional*): float64 `[K, 3]`, what
-            `sample(draft_logits[i], ..., return_bounds=True)` returned for each draft row
-            (stacked), with these warping parameters. A position is then accepted from its
-            bounds and the target row alone where that is certain, so the draft rows of
-            accepted positions are not warped again; the outcome is the same as without
-            them. A position that is not is decided as without them, and its bounds are
-            checked against its draft row (ValueError if they cannot be that row's). Bounds
-            not from `sample` on these rows are the caller's error and may go unnoticed on
-            accepted positions. Token-wise only: block verification reads every row and
-            leaves them unused.
 
     Returns:
         `Tuple[int, int]`: `(n_accepted, next_token)`; SymInts under `torch.compile`.
@@ -224,20 +193,16 @@ def accept_logits(
         TypeError: an argument or parameter of the wrong type or dtype.
         ValueError: a parameter out of range; a method other than "token" and "block"; a
             wrong shape; a tensor not on the CPU; a token outside `[0, V)`; in a row that is
-            read, NaN, +inf, no finite value, or a logit the temperature makes overflow;
-            `draft_bounds` without `draft_logits`, malformed, or not holding for a draft row
-            that is read. A call that raises leaves the generator as it was.
+            read, NaN, +inf, no finite value, or a logit the temperature makes overflow. A
+            call that raises leaves the generator as it was.
     """
     draft_tokens, (temperature, top_k, top_p, min_p) = _logits_args(
         "accept_logits", target_logits, draft_logits, draft_tokens, temperature, top_k, top_p, min_p, method)
     _check_generator("spec_verify.accept_logits", generator)
-    if draft_bounds is not None and not (type(draft_bounds) is _Tensor and draft_bounds.is_cpu):
-        _check_on_cpu("accept_logits", draft_bounds=draft_bounds)
     fast = (type(target_logits) is _Tensor and type(draft_tokens) is _Tensor
-            and (draft_logits is None or type(draft_logits) is _Tensor)
-            and (draft_bounds is None or type(draft_bounds) is _Tensor))
+            and (draft_logits is None or type(draft_logits) is _Tensor))
     return _call(ACCEPT_LOGITS, fast, generator, target_logits, draft_logits, draft_tokens, temperature, top_k, top_p,
-                 min_p, generator, method, draft_bounds)
+                 min_p, generator, method)
 
 
 def accept_logits_with_uniforms(
@@ -251,7 +216,6 @@ def accept_logits_with_uniforms(
     top_p: float = 1.0,
     min_p: float = 0.0,
     method: str = "token",
-    draft_bounds: Optional[torch.Tensor] = None,
 ) -> Tuple[int, int]:
     """`accept_logits` with its K+1 uniforms given: a pure function.
 
@@ -264,7 +228,6 @@ def accept_logits_with_uniforms(
             `uniforms[i]` decides position i, `uniforms[K]` draws the emitted token
             (unused when `temperature` is 0, but still checked).{args}
         method (`str`, *optional*, defaults to `"token"`): as for `accept_logits`.
-        draft_bounds (`torch.Tensor`, *optional*): as for `accept_logits`.
 
     Returns:
         `Tuple[int, int]`: `(n_accepted, next_token)`; SymInts under `torch.compile`.
@@ -278,13 +241,10 @@ def accept_logits_with_uniforms(
         top_p, min_p, method)
     if not (type(uniforms) is _Tensor and uniforms.is_cpu):
         _check_on_cpu("accept_logits_with_uniforms", uniforms=uniforms)
-    if draft_bounds is not None and not (type(draft_bounds) is _Tensor and draft_bounds.is_cpu):
-        _check_on_cpu("accept_logits_with_uniforms", draft_bounds=draft_bounds)
     fast = (type(target_logits) is _Tensor and type(draft_tokens) is _Tensor and type(uniforms) is _Tensor
-            and (draft_logits is None or type(draft_logits) is _Tensor)
-            and (draft_bounds is None or type(draft_bounds) is _Tensor))
+            and (draft_logits is None or type(draft_logits) is _Tensor))
     return _call(ACCEPT_LOGITS_WITH_UNIFORMS, fast, None, target_logits, draft_logits, draft_tokens, uniforms,
-                 temperature, top_k, top_p, min_p, method, draft_bounds)
+                 temperature, top_k, top_p, min_p, method)
 
 
 for _f in (warp, sample, sample_with_uniforms, accept_logits, accept_logits_with_uniforms):

@@ -118,7 +118,7 @@ def _batch_call(drawn, args, cu, greedy_of, generator, generators):
 def kernels(ops) -> dict:
     """The Python kernels of the ops that take a generator, by op name (the stable build)."""
     d = {name: typed(getattr(ops, name).default._op) for name in (
-        "_drawn_accept", "_drawn_sample", "_drawn_sample_with_bounds", "_drawn_accept_logits",
+        "_drawn_accept", "_drawn_sample", "_drawn_accept_logits",
         "_drawn_verify_tree", "_drawn_verify_tree_probs", "_drawn_verify_tree_ints",
         "_drawn_verify_tree_probs_ints", "_drawn_verify_batch", "_drawn_verify_batch_probs")}
 
@@ -135,17 +135,12 @@ def kernels(ops) -> dict:
         return _call(d["_drawn_sample"], _sample_rows(logits, temperature), generator,
                      (logits, temperature, top_k, top_p, min_p, generator))
 
-    def sample_with_bounds(logits, uniforms=None, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, generator=None):
-        n = 0 if uniforms is not None else _sample_rows(logits, temperature)
-        return _call(d["_drawn_sample_with_bounds"], n, generator,
-                     (logits, uniforms, temperature, top_k, top_p, min_p, generator))
-
     def accept_logits(target_logits, draft_logits, draft_tokens, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0,
-                      generator=None, method="token", draft_bounds=None):
+                      generator=None, method="token"):
         n = 0 if temperature == 0 else _rows(target_logits)
         return _call(d["_drawn_accept_logits"], n, generator,
                      (target_logits, draft_logits, draft_tokens, temperature, top_k, top_p, min_p, generator,
-                      method, draft_bounds))
+                      method))
 
     def tree(drawn):
         def verify_tree(target_logits, tokens, parents, draft_logits=None, temperature=1.0, top_k=0, top_p=1.0,
@@ -162,8 +157,7 @@ def kernels(ops) -> dict:
         return verify_tree_probs
 
     def verify_batch(target_logits, draft_tokens, cu_num_draft_tokens, draft_logits=None, temperature=None,
-                     top_k=None, top_p=None, min_p=None, method="token", generator=None, generators=None,
-                     draft_bounds=None):
+                     top_k=None, top_p=None, min_p=None, method="token", generator=None, generators=None):
         def greedy_of(batch):
             if temperature is None:
                 return [False] * batch
@@ -173,7 +167,7 @@ def kernels(ops) -> dict:
             return [t == 0 for t in temperature.double().tolist()]
         return _batch_call(d["_drawn_verify_batch"],
                            (target_logits, draft_tokens, cu_num_draft_tokens, draft_logits, temperature, top_k,
-                            top_p, min_p, method, generator, generators, draft_bounds),
+                            top_p, min_p, method, generator, generators),
                            cu_num_draft_tokens, greedy_of, generator, generators)
 
     def verify_batch_probs(target_probs, draft_tokens, cu_num_draft_tokens, draft_probs=None, greedy=None,
@@ -190,8 +184,7 @@ def kernels(ops) -> dict:
                             generator, generators),
                            cu_num_draft_tokens, greedy_of, generator, generators)
 
-    return {"accept": accept, "sample": sample, "sample_with_bounds": sample_with_bounds,
-            "accept_logits": accept_logits,
+    return {"accept": accept, "sample": sample, "accept_logits": accept_logits,
             "verify_tree": tree(d["_drawn_verify_tree"]), "_verify_tree_ints": tree(d["_drawn_verify_tree_ints"]),
             "verify_tree_probs": tree_probs(d["_drawn_verify_tree_probs"]),
             "_verify_tree_probs_ints": tree_probs(d["_drawn_verify_tree_probs_ints"]),

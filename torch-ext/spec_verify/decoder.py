@@ -319,18 +319,12 @@ class SpeculativeDecoder(_Decoder):
         # at temperature 0 both are the greedy rule.
         method_kw = {} if method == "token" or greedy else {"method": method}
 
-        # The draft rows draft_step below built last, and their draft bounds (DESIGN.md,
-        # "Draft bounds"): the verifier passes those along for exactly those rows.
-        handed = {"rows": None, "bounds": None}
-
         def verifier(rows, draft_rows, tokens, gen):
-            bounds = handed["bounds"] if draft_rows is not None and draft_rows is handed["rows"] else None
-            handed["rows"] = handed["bounds"] = None
             return accept_logits(rows, draft_rows, tokens, temperature=temperature, top_k=top_k, top_p=top_p,
-                                 min_p=min_p, generator=gen, draft_bounds=bounds, **method_kw)
+                                 min_p=min_p, generator=gen, **method_kw)
         if draft_step is None:
             draft_step = sampling_draft_step(draft_logits_step, lambda: dec._known_vocab(), greedy, temperature,
-                                             top_k, top_p, min_p, generator, handed)
+                                             top_k, top_p, min_p, generator)
             rows_name = "draft_logits_step returned logits"
         else:  # one-hot drafts (or drafts with their own logits) on the target's warped rows
             rows_name = "draft_step returned logits"

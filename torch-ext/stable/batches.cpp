@@ -18,14 +18,12 @@ struct BatchArgs {
   std::vector<int64_t> tokens, cu;
   std::vector<sv::WarpParams> params;  // the logits form
   std::unique_ptr<bool[]> greedy;      // the probabilities form (null: no greedy sequence)
-  std::vector<sv::DraftBound> bounds;  // the logits form: N draft bounds, or none
   int64_t batch = 0, vocab = 0, width = 1;
   sv::Method method = sv::Method::kToken;
 
   sv::Batch view() const {
     return sv::Batch{rows_of(target), draft_rows(draft), tokens.data(), cu.data(), batch, vocab, method,
-                     params.empty() ? nullptr : params.data(), greedy.get(),
-                     bounds.empty() ? nullptr : bounds.data()};
+                     params.empty() ? nullptr : params.data(), greedy.get()};
   }
 };
 
@@ -194,16 +192,11 @@ std::tuple<Tensor, Tensor> drawn_verify_batch(const Tensor& target_logits, const
                                               const OptTensor& temperature, const OptTensor& top_k,
                                               const OptTensor& top_p, const OptTensor& min_p, std::string_view method,
                                               const Gen& generator, const GenList& generators,
-                                              const OptTensor& draft_bounds, const Tensor& uniforms) {
+                                              const Tensor& uniforms) {
   const char* op = "verify_batch";
   BatchArgs a;
   check_batch_layout(op, kLogits, target_logits, draft_tokens, cu_num_draft_tokens, draft_logits, method, a);
   check_batch_params(op, temperature, top_k, top_p, min_p, a);
-  if (draft_bounds.has_value() && draft_bounds->defined()) {
-    SV_CHECK_VALUE(a.draft.has_value(), "spec_verify.", op,
-                   ": draft_bounds describe draft rows: pass draft_logits too (one-hot drafts have none)");
-    a.bounds = checked_draft_bounds(op, *draft_bounds, static_cast<int64_t>(a.tokens.size()), "N");
-  }
   return batch_result(op, kLogits, a, generator, generators, uniforms);
 }
 

@@ -122,11 +122,6 @@ void raise_if_bad(const char* op, const sv::Outcome& out, const RowNames& names)
     throw std::invalid_argument(
         str("spec_verify.", op, ": ", name, "[", out.row, "] has no finite value (every entry is -inf)"));
   }
-  if (out.error == sv::InputError::kDraftBounds) {
-    throw std::invalid_argument(str("spec_verify.", op, ": draft_bounds[", out.row, "] does not hold for ", name,
-                                    "[", out.row, "] and its draft token: pass the bounds `sample(..., "
-                                    "return_bounds=True)` returned for these rows with these warping parameters"));
-  }
   if (out.error == sv::InputError::kOverflow) {
     throw std::invalid_argument(str("spec_verify.", op, ": ", name, "[", out.row, ", ", out.col, "] = ", out.value,
                                     " divided by the temperature overflows float32; use a larger "

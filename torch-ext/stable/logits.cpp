@@ -42,35 +42,20 @@ sv::Outcome run_accept(const AcceptArgs& a, const double* uniforms) {
 }
 
 // One row of the sampling ops: the token, or the row's error.
-sv::Outcome sample_row(const Tensor& rows, int64_t i, const sv::WarpParams& params, double u,
-                       sv::DraftBound* bound = nullptr) {
-  sv::Outcome out = sv::sample_round(kernels(), rows_of(rows).row(i), rows.size(1), params, u, bound);
+sv::Outcome sample_row(const Tensor& rows, int64_t i, const sv::WarpParams& params, double u) {
+  sv::Outcome out = sv::sample_round(kernels(), rows_of(rows).row(i), rows.size(1), params, u);
   out.row = i;
   return out;
 }
 
-// A token for each checked row into `tokens` (and with bounds non-null, each row's Note
-// [Draft bounds] as [R, 3] float64): the first malformed row's error, or kNone.
-sv::Outcome sample_into(const Tensor& rows, const sv::WarpParams& params, const double* uniforms, Tensor& tokens,
-                        Tensor* bounds = nullptr) {
+// A token for each checked row into `tokens`: the first malformed row's error, or kNone.
+sv::Outcome sample_into(const Tensor& rows, const sv::WarpParams& params, const double* uniforms, Tensor& tokens) {
   tokens = torch::stable::empty({rows.size(0)}, ScalarType::Long);
   int64_t* out = tokens.mutable_data_ptr<int64_t>();
-  double* b = nullptr;
-  if (bounds != nullptr) {
-    *bounds = torch::stable::empty({rows.size(0), 3}, ScalarType::Double);
-    b = bounds->mutable_data_ptr<double>();
-  }
   for (int64_t i = 0; i < rows.size(0); ++i) {
-    sv::DraftBound bound;
-    const sv::Outcome o = sample_row(rows, i, params, uniforms == nullptr ? 0.0 : uniforms[i],
-                                     b == nullptr ? nullptr : &bound);
+    const sv::Outcome o = sample_row(rows, i, params, uniforms == nullptr ? 0.0 : uniforms[i]);
     if (o.error != sv::InputError::kNone) return o;
     out[i] = o.token;
-    if (b != nullptr) {
-      b[3 * i] = static_cast<double>(bound.weight);
-      b[3 * i + 1] = bound.lo;
-      b[3 * i + 2] = bound.hi;
-    }
   }
   return sv::Outcome{};
 }
@@ -89,7 +74,7 @@ Tensor sampled(const char* op, const Tensor& logits, const sv::Outcome& out, con
 sv::Outcome run_accept_logits(const LogitsArgs& a, const double* uniforms, const sv::WarpParams& params) {
   if (a.greedy) return sv::verify_greedy_round(kernels(), rows_of(a.target), a.tokens.data(), a.k, a.vocab, true);
   return sv::accept_logits_round(kernels(), rows_of(a.target), draft_rows(a.draft), a.tokens.data(), uniforms, a.k,
-                                 a.vocab, params, a.method, a.bounds.empty() ? nullptr : a.bounds.data());
+                                 a.vocab, params, a.method);
 }
 
 }  // namespace
@@ -198,35 +183,12 @@ Tensor sample_with_uniforms(const Tensor& logits, const Tensor& uniforms, double
   return sampled(op, logits, out, tokens);
 }
 
-std::tuple<Tensor, Tensor> drawn_sample_with_bounds(const Tensor& logits, const OptTensor& uniforms,
-                                                    double temperature, int64_t top_k, double top_p, double min_p,
-                                                    const Gen& generator, const Tensor& drawn_uniforms) {
-  const bool given = uniforms.has_value() && uniforms->defined();
-  const char* op = given ? "sample_with_uniforms" : "sample";
-  const sv::WarpParams params = checked_params(op, temperature, top_k, top_p, min_p);
-  const Tensor rows = checked_logits(op, "logits", logits);
-  const int64_t n = rows.size(0);
-  Tensor tokens, bounds;
-  sv::Outcome out;
-  if (given) {
-    const Tensor u = row_uniforms(op, logits, *uniforms, n);
-    out = sample_into(rows, params, u.const_data_ptr<double>(), tokens, &bounds);
-  } else if (params.temperature == 0.0f) {
-    out = sample_into(rows, params, nullptr, tokens, &bounds);
-  } else {
-    check_generator(op, generator);
-    out = sample_into(rows, params, drawn(op, drawn_uniforms, n), tokens, &bounds);
-  }
-  Tensor t = sampled(op, logits, out, tokens);
-  return {t, logits.dim() == 1 ? torch::stable::squeeze(bounds, 0) : bounds};
-}
-
 Pair drawn_accept_logits(const Tensor& target_logits, const OptTensor& draft_logits, const Tensor& draft_tokens,
                          double temperature, int64_t top_k, double top_p, double min_p, const Gen& generator,
-                         std::string_view method, const OptTensor& draft_bounds, const Tensor& uniforms) {
+                         std::string_view method, const Tensor& uniforms) {
   const char* op = "accept_logits";
   const sv::WarpParams params = checked_params(op, temperature, top_k, top_p, min_p);
-  const LogitsArgs a = checked_logits_args(op, target_logits, draft_logits, draft_tokens, params, method, draft_bounds);
+  const LogitsArgs a = checked_logits_args(op, target_logits, draft_logits, draft_tokens, params, method);
   sv::Outcome out;
   if (a.greedy) {
     out = run_accept_logits(a, nullptr, params);
@@ -240,11 +202,10 @@ Pair drawn_accept_logits(const Tensor& target_logits, const OptTensor& draft_log
 
 Pair accept_logits_with_uniforms(const Tensor& target_logits, const OptTensor& draft_logits,
                                  const Tensor& draft_tokens, const Tensor& uniforms, double temperature,
-                                 int64_t top_k, double top_p, double min_p, std::string_view method,
-                                 const OptTensor& draft_bounds) {
+                                 int64_t top_k, double top_p, double min_p, std::string_view method) {
   const char* op = "accept_logits_with_uniforms";
   const sv::WarpParams params = checked_params(op, temperature, top_k, top_p, min_p);
-  const LogitsArgs a = checked_logits_args(op, target_logits, draft_logits, draft_tokens, params, method, draft_bounds);
+  const LogitsArgs a = checked_logits_args(op, target_logits, draft_logits, draft_tokens, params, method);
   const Tensor u = checked_uniforms(op, uniforms, a.k + 1, "[K+1] = [" + std::to_string(a.k + 1) + "]");
   const sv::Outcome out = run_accept_logits(a, u.const_data_ptr<double>(), params);
   raise_if_bad(op, out, kLogits);

@@ -38,16 +38,12 @@ Tensor sample_with_uniforms(const Tensor& logits, const Tensor& uniforms, double
                             double top_p, double min_p);
 Tensor drawn_sample(const Tensor& logits, double temperature, int64_t top_k, double top_p, double min_p,
                     const Gen& generator, const Tensor& uniforms);
-std::tuple<Tensor, Tensor> drawn_sample_with_bounds(const Tensor& logits, const OptTensor& uniforms,
-                                                    double temperature, int64_t top_k, double top_p, double min_p,
-                                                    const Gen& generator, const Tensor& drawn_uniforms);
 Pair accept_logits_with_uniforms(const Tensor& target_logits, const OptTensor& draft_logits,
                                  const Tensor& draft_tokens, const Tensor& uniforms, double temperature,
-                                 int64_t top_k, double top_p, double min_p, std::string_view method,
-                                 const OptTensor& draft_bounds);
+                                 int64_t top_k, double top_p, double min_p, std::string_view method);
 Pair drawn_accept_logits(const Tensor& target_logits, const OptTensor& draft_logits, const Tensor& draft_tokens,
                          double temperature, int64_t top_k, double top_p, double min_p, const Gen& generator,
-                         std::string_view method, const OptTensor& draft_bounds, const Tensor& uniforms);
+                         std::string_view method, const Tensor& uniforms);
 
 Tensor row_masses(const Tensor& rows);
 
@@ -79,7 +75,7 @@ std::tuple<Tensor, Tensor> drawn_verify_batch(const Tensor& target_logits, const
                                               const OptTensor& temperature, const OptTensor& top_k,
                                               const OptTensor& top_p, const OptTensor& min_p, std::string_view method,
                                               const Gen& generator, const GenList& generators,
-                                              const OptTensor& draft_bounds, const Tensor& uniforms);
+                                              const Tensor& uniforms);
 std::tuple<Tensor, Tensor> drawn_verify_batch_probs(const Tensor& target_probs, const Tensor& draft_tokens,
                                                     const Tensor& cu_num_draft_tokens, const OptTensor& draft_probs,
                                                     const OptTensor& greedy, std::string_view method,

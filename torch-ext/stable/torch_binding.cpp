@@ -34,9 +34,8 @@ constexpr const char* kSchemas[] = {
     "warp(Tensor logits, float temperature=1.0, int top_k=0, float top_p=1.0, float min_p=0.0) -> Tensor",
     "sample(Tensor logits, float temperature=1.0, int top_k=0, float top_p=1.0, float min_p=0.0, Generator? generator=None) -> Tensor",
     "sample_with_uniforms(Tensor logits, Tensor uniforms, float temperature=1.0, int top_k=0, float top_p=1.0, float min_p=0.0) -> Tensor",
-    "sample_with_bounds(Tensor logits, Tensor? uniforms=None, float temperature=1.0, int top_k=0, float top_p=1.0, float min_p=0.0, Generator? generator=None) -> (Tensor, Tensor)",
-    "accept_logits(Tensor target_logits, Tensor? draft_logits, Tensor draft_tokens, float temperature=1.0, int top_k=0, float top_p=1.0, float min_p=0.0, Generator? generator=None, str method=\"token\", Tensor? draft_bounds=None) -> (SymInt, SymInt)",
-    "accept_logits_with_uniforms(Tensor target_logits, Tensor? draft_logits, Tensor draft_tokens, Tensor uniforms, float temperature=1.0, int top_k=0, float top_p=1.0, float min_p=0.0, str method=\"token\", Tensor? draft_bounds=None) -> (SymInt, SymInt)",
+    "accept_logits(Tensor target_logits, Tensor? draft_logits, Tensor draft_tokens, float temperature=1.0, int top_k=0, float top_p=1.0, float min_p=0.0, Generator? generator=None, str method=\"token\") -> (SymInt, SymInt)",
+    "accept_logits_with_uniforms(Tensor target_logits, Tensor? draft_logits, Tensor draft_tokens, Tensor uniforms, float temperature=1.0, int top_k=0, float top_p=1.0, float min_p=0.0, str method=\"token\") -> (SymInt, SymInt)",
     "verify_tree(Tensor target_logits, Tensor tokens, Tensor parents, Tensor? draft_logits=None, float temperature=1.0, int top_k=0, float top_p=1.0, float min_p=0.0, Generator? generator=None) -> (Tensor, SymInt)",
     "verify_tree_with_uniforms(Tensor target_logits, Tensor tokens, Tensor parents, Tensor? draft_logits, Tensor uniforms, float temperature=1.0, int top_k=0, float top_p=1.0, float min_p=0.0) -> (Tensor, SymInt)",
     "verify_tree_probs(Tensor target_probs, Tensor tokens, Tensor parents, Tensor? draft_probs=None, bool greedy=False, Generator? generator=None) -> (Tensor, SymInt)",
@@ -45,7 +44,7 @@ constexpr const char* kSchemas[] = {
     "_verify_tree_with_uniforms_ints(Tensor target_logits, Tensor tokens, int[] parents, Tensor? draft_logits, Tensor uniforms, float temperature=1.0, int top_k=0, float top_p=1.0, float min_p=0.0) -> (Tensor, SymInt)",
     "_verify_tree_probs_ints(Tensor target_probs, Tensor tokens, int[] parents, Tensor? draft_probs=None, bool greedy=False, Generator? generator=None) -> (Tensor, SymInt)",
     "_verify_tree_probs_with_uniforms_ints(Tensor target_probs, Tensor tokens, int[] parents, Tensor? draft_probs, Tensor uniforms, bool greedy=False) -> (Tensor, SymInt)",
-    "verify_batch(Tensor target_logits, Tensor draft_tokens, Tensor cu_num_draft_tokens, Tensor? draft_logits=None, Tensor? temperature=None, Tensor? top_k=None, Tensor? top_p=None, Tensor? min_p=None, str method=\"token\", Generator? generator=None, Generator?[]? generators=None, Tensor? draft_bounds=None) -> (Tensor, Tensor)",
+    "verify_batch(Tensor target_logits, Tensor draft_tokens, Tensor cu_num_draft_tokens, Tensor? draft_logits=None, Tensor? temperature=None, Tensor? top_k=None, Tensor? top_p=None, Tensor? min_p=None, str method=\"token\", Generator? generator=None, Generator?[]? generators=None) -> (Tensor, Tensor)",
     "verify_batch_probs(Tensor target_probs, Tensor draft_tokens, Tensor cu_num_draft_tokens, Tensor? draft_probs=None, Tensor? greedy=None, str method=\"token\", Generator? generator=None, Generator?[]? generators=None) -> (Tensor, Tensor)",
     "_row_masses(Tensor rows) -> Tensor",
     "isa() -> str",
@@ -58,13 +57,12 @@ constexpr const char* kSchemas[] = {
 constexpr const char* kDrawnSchemas[] = {
     "_drawn_accept(Tensor target_probs, Tensor? draft_probs, Tensor draft_tokens, Generator? generator, str method, Tensor _uniforms) -> (SymInt, SymInt)",
     "_drawn_sample(Tensor logits, float temperature, int top_k, float top_p, float min_p, Generator? generator, Tensor _uniforms) -> Tensor",
-    "_drawn_sample_with_bounds(Tensor logits, Tensor? uniforms, float temperature, int top_k, float top_p, float min_p, Generator? generator, Tensor _uniforms) -> (Tensor, Tensor)",
-    "_drawn_accept_logits(Tensor target_logits, Tensor? draft_logits, Tensor draft_tokens, float temperature, int top_k, float top_p, float min_p, Generator? generator, str method, Tensor? draft_bounds, Tensor _uniforms) -> (SymInt, SymInt)",
+    "_drawn_accept_logits(Tensor target_logits, Tensor? draft_logits, Tensor draft_tokens, float temperature, int top_k, float top_p, float min_p, Generator? generator, str method, Tensor _uniforms) -> (SymInt, SymInt)",
     "_drawn_verify_tree(Tensor target_logits, Tensor tokens, Tensor parents, Tensor? draft_logits, float temperature, int top_k, float top_p, float min_p, Generator? generator, Tensor _uniforms) -> (Tensor, SymInt)",
     "_drawn_verify_tree_probs(Tensor target_probs, Tensor tokens, Tensor parents, Tensor? draft_probs, bool greedy, Generator? generator, Tensor _uniforms) -> (Tensor, SymInt)",
     "_drawn_verify_tree_ints(Tensor target_logits, Tensor tokens, int[] parents, Tensor? draft_logits, float temperature, int top_k, float top_p, float min_p, Generator? generator, Tensor _uniforms) -> (Tensor, SymInt)",
     "_drawn_verify_tree_probs_ints(Tensor target_probs, Tensor tokens, int[] parents, Tensor? draft_probs, bool greedy, Generator? generator, Tensor _uniforms) -> (Tensor, SymInt)",
-    "_drawn_verify_batch(Tensor target_logits, Tensor draft_tokens, Tensor cu_num_draft_tokens, Tensor? draft_logits, Tensor? temperature, Tensor? top_k, Tensor? top_p, Tensor? min_p, str method, Generator? generator, Generator?[]? generators, Tensor? draft_bounds, Tensor _uniforms) -> (Tensor, Tensor)",
+    "_drawn_verify_batch(Tensor target_logits, Tensor draft_tokens, Tensor cu_num_draft_tokens, Tensor? draft_logits, Tensor? temperature, Tensor? top_k, Tensor? top_p, Tensor? min_p, str method, Generator? generator, Generator?[]? generators, Tensor _uniforms) -> (Tensor, Tensor)",
     "_drawn_verify_batch_probs(Tensor target_probs, Tensor draft_tokens, Tensor cu_num_draft_tokens, Tensor? draft_probs, Tensor? greedy, str method, Generator? generator, Generator?[]? generators, Tensor _uniforms) -> (Tensor, Tensor)",
 };
 
@@ -130,7 +128,6 @@ void register_tensor_kernels(torch::stable::detail::StableLibrary& ops) {
   ops.impl("_row_masses", TORCH_BOX(&svs::row_masses));
   ops.impl("_drawn_accept", TORCH_BOX(&svs::drawn_accept));
   ops.impl("_drawn_sample", TORCH_BOX(&svs::drawn_sample));
-  ops.impl("_drawn_sample_with_bounds", TORCH_BOX(&svs::drawn_sample_with_bounds));
   ops.impl("_drawn_accept_logits", TORCH_BOX(&svs::drawn_accept_logits));
   ops.impl("_drawn_verify_tree", TORCH_BOX(&drawn_verify_tree));
   ops.impl("_drawn_verify_tree_probs", TORCH_BOX(&drawn_verify_tree_probs));

@@ -25,14 +25,12 @@ struct BatchArgs {
   std::vector<int64_t> tokens, cu;
   std::vector<sv::WarpParams> params;  // the logits form
   std::unique_ptr<bool[]> greedy;      // the probabilities form (null: no greedy sequence)
-  std::vector<sv::DraftBound> bounds;  // the logits form: N draft bounds, or none
   int64_t batch = 0, vocab = 0, width = 1;
   sv::Method method = sv::Method::kToken;
 
   sv::Batch view() const {
     return sv::Batch{rows_of(target), draft_rows(draft), tokens.data(), cu.data(), batch, vocab, method,
-                     params.empty() ? nullptr : params.data(), greedy.get(),
-                     bounds.empty() ? nullptr : bounds.data()};
+                     params.empty() ? nullptr : params.data(), greedy.get()};
   }
 };
 
@@ -217,17 +215,11 @@ std::tuple<at::Tensor, at::Tensor> verify_batch(
     const std::optional<at::Tensor>& draft_logits, const std::optional<at::Tensor>& temperature,
     const std::optional<at::Tensor>& top_k, const std::optional<at::Tensor>& top_p,
     const std::optional<at::Tensor>& min_p, c10::string_view method, const std::optional<at::Generator>& generator,
-    const std::optional<c10::List<std::optional<at::Generator>>>& generators,
-    const std::optional<at::Tensor>& draft_bounds) {
+    const std::optional<c10::List<std::optional<at::Generator>>>& generators) {
   const char* op = "verify_batch";
   BatchArgs a;
   check_batch_layout(op, kLogits, target_logits, draft_tokens, cu_num_draft_tokens, draft_logits, method, a);
   check_batch_params(op, temperature, top_k, top_p, min_p, a);
-  if (draft_bounds.has_value() && draft_bounds->defined()) {
-    TORCH_CHECK_VALUE(a.draft.defined(), "spec_verify.", op,
-                      ": draft_bounds describe draft rows: pass draft_logits too (one-hot drafts have none)");
-    a.bounds = checked_draft_bounds(op, *draft_bounds, static_cast<int64_t>(a.tokens.size()), "N");
-  }
   return batch_result(op, kLogits, a, generator, generators);
 }
 

@@ -46,37 +46,23 @@ struct WarpBuffers {
 };
 
 // One row of sample/sample_with_uniforms: the token, or the row's error.
-sv::Outcome sample_row(const at::Tensor& rows, int64_t i, const sv::WarpParams& params, double u,
-                       sv::DraftBound* bound = nullptr) {
+sv::Outcome sample_row(const at::Tensor& rows, int64_t i, const sv::WarpParams& params, double u) {
   const int64_t vocab = rows.size(1);
-  sv::Outcome out = sv::sample_round(kernels(), row_of(rows, i), vocab, params, u, bound);
+  sv::Outcome out = sv::sample_round(kernels(), row_of(rows, i), vocab, params, u);
   out.row = i;
   return out;
 }
 
 // A token for each checked row (checked_logits) into `tokens`: the first malformed row's
 // error, or kNone. uniforms may be null at temperature 0.
-// With bounds non-null, each row's Note [Draft bounds] too, as [R, 3] float64.
 sv::Outcome sample_into(const at::Tensor& rows, const sv::WarpParams& params,
-                        const double* uniforms, at::Tensor& tokens, at::Tensor* bounds = nullptr) {
+                        const double* uniforms, at::Tensor& tokens) {
   tokens = at::empty({rows.size(0)}, at::TensorOptions().dtype(at::kLong));
   int64_t* out = tokens.data_ptr<int64_t>();
-  double* b = nullptr;
-  if (bounds != nullptr) {
-    *bounds = at::empty({rows.size(0), 3}, at::TensorOptions().dtype(at::kDouble));
-    b = bounds->data_ptr<double>();
-  }
   for (int64_t i = 0; i < rows.size(0); ++i) {
-    sv::DraftBound bound;
-    const sv::Outcome o = sample_row(rows, i, params, uniforms == nullptr ? 0.0 : uniforms[i],
-                                     b == nullptr ? nullptr : &bound);
+    const sv::Outcome o = sample_row(rows, i, params, uniforms == nullptr ? 0.0 : uniforms[i]);
     if (o.error != sv::InputError::kNone) return o;
     out[i] = o.token;
-    if (b != nullptr) {
-      b[3 * i] = static_cast<double>(bound.weight);
-      b[3 * i + 1] = bound.lo;
-      b[3 * i + 2] = bound.hi;
-    }
   }
   return sv::Outcome{};
 }
@@ -98,8 +84,7 @@ at::Tensor sampled(const char* op, const at::Tensor& logits, const sv::Outcome& 
 sv::Outcome run_accept_logits(const LogitsArgs& a, const double* uniforms, const sv::WarpParams& params) {
   if (a.greedy) return sv::verify_greedy_round(kernels(), rows_of(a.target), a.tokens.data(), a.k, a.vocab, true);
   return sv::accept_logits_round(kernels(), rows_of(a.target), draft_rows(a.draft), a.tokens.data(),
-                                 uniforms, a.k, a.vocab, params, a.method,
-                                 a.bounds.empty() ? nullptr : a.bounds.data());
+                                 uniforms, a.k, a.vocab, params, a.method);
 }
 
 }  // namespace
@@ -195,40 +180,15 @@ at::Tensor sample_with_uniforms(const at::Tensor& logits, const at::Tensor& unif
   return sampled(op, logits, out, tokens);
 }
 
-std::tuple<at::Tensor, at::Tensor> sample_with_bounds(const at::Tensor& logits,
-                                                      const std::optional<at::Tensor>& uniforms,
-                                                      double temperature, int64_t top_k, double top_p,
-                                                      double min_p, const std::optional<at::Generator>& generator) {
-  const bool given = uniforms.has_value() && uniforms->defined();
-  const char* op = given ? "sample_with_uniforms" : "sample";
-  const sv::WarpParams params = checked_params(op, temperature, top_k, top_p, min_p);
-  const at::Tensor rows = checked_logits(op, "logits", logits);
-  const int64_t n = rows.size(0);
-  at::Tensor tokens, bounds;
-  sv::Outcome out;
-  if (given) {
-    const at::Tensor u = row_uniforms(op, logits, *uniforms, n);
-    out = sample_into(rows, params, u.data_ptr<double>(), tokens, &bounds);
-  } else {
-    out = params.temperature == 0.0f
-              ? sample_into(rows, params, nullptr, tokens, &bounds)
-              : with_uniforms(op, generator, n, [&](const double* u) { return sample_into(rows, params, u, tokens, &bounds); });
-  }
-  at::Tensor t = sampled(op, logits, out, tokens);
-  return {t, logits.dim() == 1 ? bounds.squeeze(0) : bounds};
-}
-
 std::tuple<c10::SymInt, c10::SymInt> accept_logits(const at::Tensor& target_logits,
                                                    const std::optional<at::Tensor>& draft_logits,
                                                    const at::Tensor& draft_tokens, double temperature,
                                                    int64_t top_k, double top_p, double min_p,
                                                    const std::optional<at::Generator>& generator,
-                                                   c10::string_view method,
-                                                   const std::optional<at::Tensor>& draft_bounds) {
+                                                   c10::string_view method) {
   const char* op = "accept_logits";
   const sv::WarpParams params = checked_params(op, temperature, top_k, top_p, min_p);
-  const LogitsArgs a =
-      checked_logits_args(op, target_logits, draft_logits, draft_tokens, params, method, draft_bounds);
+  const LogitsArgs a = checked_logits_args(op, target_logits, draft_logits, draft_tokens, params, method);
   const sv::Outcome out =
       a.greedy ? run_accept_logits(a, nullptr, params)
                : with_uniforms(op, generator, a.k + 1, [&](const double* u) { return run_accept_logits(a, u, params); });
@@ -239,11 +199,10 @@ std::tuple<c10::SymInt, c10::SymInt> accept_logits(const at::Tensor& target_logi
 std::tuple<c10::SymInt, c10::SymInt> accept_logits_with_uniforms(
     const at::Tensor& target_logits, const std::optional<at::Tensor>& draft_logits,
     const at::Tensor& draft_tokens, const at::Tensor& uniforms, double temperature, int64_t top_k,
-    double top_p, double min_p, c10::string_view method, const std::optional<at::Tensor>& draft_bounds) {
+    double top_p, double min_p, c10::string_view method) {
   const char* op = "accept_logits_with_uniforms";
   const sv::WarpParams params = checked_params(op, temperature, top_k, top_p, min_p);
-  const LogitsArgs a =
-      checked_logits_args(op, target_logits, draft_logits, draft_tokens, params, method, draft_bounds);
+  const LogitsArgs a = checked_logits_args(op, target_logits, draft_logits, draft_tokens, params, method);
   const at::Tensor u = checked_uniforms(op, uniforms, a.k + 1, "[K+1] = [" + std::to_string(a.k + 1) + "]");
   const sv::Outcome out = run_accept_logits(a, u.data_ptr<double>(), params);
   raise_if_bad(op, out, kLogits);

@@ -36,32 +36,10 @@ at::Tensor checked_logits(const char* op, const char* name, const at::Tensor& t)
   return rows.stride(1) == 1 ? rows : rows.contiguous();
 }
 
-std::vector<sv::DraftBound> checked_draft_bounds(const char* op, const at::Tensor& t, int64_t k,
-                                                 const char* rows) {
-  check_cpu(op, "draft_bounds", t);
-  TORCH_CHECK_TYPE(t.scalar_type() == at::kDouble, "spec_verify.", op,
-                   ": draft_bounds must have dtype torch.float64, got ", dtype_name(t.scalar_type()));
-  TORCH_CHECK_VALUE(t.dim() == 2 && t.size(0) == k && t.size(1) == 3, "spec_verify.", op,
-                    ": draft_bounds must have shape [", rows, ", 3] = [", k, ", 3], got ", shape_of(t));
-  const at::Tensor c = t.contiguous();
-  const double* d = c.data_ptr<double>();
-  std::vector<sv::DraftBound> out(k);
-  for (int64_t i = 0; i < k; ++i) {
-    const double w = d[3 * i], lo = d[3 * i + 1], hi = d[3 * i + 2];
-    TORCH_CHECK_VALUE(w >= 0.0 && w <= 1.0 && static_cast<double>(static_cast<float>(w)) == w && lo > 0.0 &&
-                          lo <= hi && std::isfinite(hi),
-                      "spec_verify.", op, ": draft_bounds[", i, "] = (", w, ", ", lo, ", ", hi,
-                      ") is not (a float32 weight in [0, 1], 0 < lo <= hi finite): pass the bounds "
-                      "`sample(..., return_bounds=True)` returned");
-    out[i] = sv::DraftBound{static_cast<float>(w), lo, hi};
-  }
-  return out;
-}
-
 LogitsArgs checked_logits_args(const char* op, const at::Tensor& target_logits,
                                const std::optional<at::Tensor>& draft_logits,
                                const at::Tensor& draft_tokens, const sv::WarpParams& params,
-                               c10::string_view method, const std::optional<at::Tensor>& draft_bounds) {
+                               c10::string_view method) {
   LogitsArgs a;
   a.method = checked_method(op, method);
   a.k = checked_k(op, target_logits, "target_logits");
@@ -72,11 +50,6 @@ LogitsArgs checked_logits_args(const char* op, const at::Tensor& target_logits,
     a.draft = checked_rows(op, "draft_logits", *draft_logits, a.k, a.vocab, "[K, V]");
   }
   a.tokens = checked_tokens(op, draft_tokens, a.k, a.vocab, "target_logits");
-  if (draft_bounds.has_value() && draft_bounds->defined()) {
-    TORCH_CHECK_VALUE(draft_logits.has_value() && draft_logits->defined(), "spec_verify.", op,
-                      ": draft_bounds describe draft rows: pass draft_logits too (one-hot drafts have none)");
-    a.bounds = checked_draft_bounds(op, *draft_bounds, a.k);
-  }
   return a;
 }
 

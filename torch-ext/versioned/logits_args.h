@@ -1,4 +1,4 @@
-// Warping parameters, logits rows and draft bounds, checked for the ops on logits (the
+// Warping parameters and logits rows, checked for the ops on logits (the
 // versioned binding; torch-ext/stable/logits_args.h checks them alike on the stable ABI).
 #pragma once
 
@@ -13,10 +13,6 @@ sv::WarpParams checked_params(const char* op, double temperature, int64_t top_k,
                               double min_p);
 // A logits tensor [V] or [R, V] with V >= 1, as [R, V] with unit stride along V.
 at::Tensor checked_logits(const char* op, const char* name, const at::Tensor& t);
-// draft_bounds as `sample(..., return_bounds=True)` returns them for K draft rows: float64
-// [K, 3] rows (weight, lo, hi) with weight a float32 value >= 0 and 0 < lo <= hi finite.
-std::vector<sv::DraftBound> checked_draft_bounds(const char* op, const at::Tensor& t, int64_t k,
-                                                 const char* rows = "K");
 
 struct LogitsArgs {
   at::Tensor target, draft;  // draft undefined: one-hot drafts (or greedy)
@@ -24,12 +20,11 @@ struct LogitsArgs {
   int64_t k, vocab;
   bool greedy;
   sv::Method method;
-  std::vector<sv::DraftBound> bounds;  // Note [Draft bounds]: k of them, or none
 };
 
 LogitsArgs checked_logits_args(const char* op, const at::Tensor& target_logits,
                                const std::optional<at::Tensor>& draft_logits,
                                const at::Tensor& draft_tokens, const sv::WarpParams& params,
-                               c10::string_view method, const std::optional<at::Tensor>& draft_bounds);
+                               c10::string_view method);
 
 }  // namespace spec_verify_versioned

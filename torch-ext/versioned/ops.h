@@ -38,25 +38,17 @@ at::Tensor sample(const at::Tensor& logits, double temperature, int64_t top_k, d
 at::Tensor sample_with_uniforms(const at::Tensor& logits, const at::Tensor& uniforms,
                                 double temperature, int64_t top_k, double top_p, double min_p);
 
-// Tokens and their Note [Draft bounds] ([..., 3] float64: weight, lo, hi); uniforms None:
-// drawn from generator as `sample` draws them.
-std::tuple<at::Tensor, at::Tensor> sample_with_bounds(const at::Tensor& logits,
-                                                      const std::optional<at::Tensor>& uniforms,
-                                                      double temperature, int64_t top_k, double top_p,
-                                                      double min_p, const std::optional<at::Generator>& generator);
-
 std::tuple<c10::SymInt, c10::SymInt> accept_logits(const at::Tensor& target_logits,
                                                    const std::optional<at::Tensor>& draft_logits,
                                                    const at::Tensor& draft_tokens, double temperature,
                                                    int64_t top_k, double top_p, double min_p,
                                                    const std::optional<at::Generator>& generator,
-                                                   c10::string_view method,
-                                                   const std::optional<at::Tensor>& draft_bounds);
+                                                   c10::string_view method);
 
 std::tuple<c10::SymInt, c10::SymInt> accept_logits_with_uniforms(
     const at::Tensor& target_logits, const std::optional<at::Tensor>& draft_logits,
     const at::Tensor& draft_tokens, const at::Tensor& uniforms, double temperature, int64_t top_k,
-    double top_p, double min_p, c10::string_view method, const std::optional<at::Tensor>& draft_bounds);
+    double top_p, double min_p, c10::string_view method);
 
 std::tuple<at::Tensor, c10::SymInt> verify_tree(const at::Tensor& target_logits, const at::Tensor& tokens,
                                                 const at::Tensor& parents,
@@ -108,8 +100,7 @@ std::tuple<at::Tensor, at::Tensor> verify_batch(
     const std::optional<at::Tensor>& draft_logits, const std::optional<at::Tensor>& temperature,
     const std::optional<at::Tensor>& top_k, const std::optional<at::Tensor>& top_p,
     const std::optional<at::Tensor>& min_p, c10::string_view method, const std::optional<at::Generator>& generator,
-    const std::optional<c10::List<std::optional<at::Generator>>>& generators,
-    const std::optional<at::Tensor>& draft_bounds);
+    const std::optional<c10::List<std::optional<at::Generator>>>& generators);
 
 std::tuple<at::Tensor, at::Tensor> verify_batch_probs(
     const at::Tensor& target_probs, const at::Tensor& draft_tokens, const at::Tensor& cu_num_draft_tokens,
