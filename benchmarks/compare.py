@@ -371,7 +371,7 @@ def fixed_cost_case(sv, paths, seed):
         "builtin accept": (builtin, (t, d, tok, gen), default),
         "builtin accept, no subclass tf": (builtin_no_subclass_tf, (t, d, tok, gen), default),
         "builtin accept, default gen.": (builtin, (t, d, tok, None), default),
-        "raw accept_with_uniforms": (ops.accept_with_uniforms, (t, d, tok, u), default),
+        "raw accept, uniforms given": (ops.accept, (t, d, tok, None, "token", u), default),
         "torch.rand(K+1) float64": (lambda n, g: torch.rand(n, dtype=torch.float64, generator=g),
                                     (k + 1, gen), None),
         "op isa() (dispatch only)": (ops.isa, (), None),

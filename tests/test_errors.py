@@ -267,3 +267,27 @@ def test_non_dense_tensors_raise_type_error_naming_them(sv, layout, position, na
         with pytest.raises(TypeError, match=r"logits must be a dense"):
             sv.sample(args[0], temperature=0.7, generator=g)
         assert torch.equal(g.get_state(), state)
+
+
+def test_ops_refuse_uniforms_with_a_generator(sv):
+    """Each op that draws takes `uniforms=None` last (the *_with_uniforms wrappers pass theirs
+    there): given, they decide the round, so a generator beside them is a ValueError, and
+    nothing is drawn from it."""
+    p, q, t = good()
+    u = torch.full((K + 1,), 0.5, dtype=torch.float64)
+    logits = p.log()
+    tree = (torch.tensor([1, 2, 3]), torch.tensor([-1, 0, 1]))
+    calls = {
+        "accept": lambda g: sv.ops.accept(p, q, t, g, "token", u),
+        "sample": lambda g: sv.ops.sample(logits, 1.0, 0, 1.0, 0.0, g, u),
+        "accept_logits": lambda g: sv.ops.accept_logits(logits, None, t, 1.0, 0, 1.0, 0.0, g, "token", u),
+        "verify_tree": lambda g: sv.ops.verify_tree(logits, *tree, None, 1.0, 0, 1.0, 0.0, g, u),
+        "verify_tree_probs": lambda g: sv.ops.verify_tree_probs(p, *tree, None, False, g, u),
+    }
+    for op, call in calls.items():
+        call(None)  # the uniforms alone: accepted
+        g = torch.Generator().manual_seed(7)
+        before = g.get_state()
+        with pytest.raises(ValueError, match=rf"^spec_verify\.{op}: pass uniforms or generator, not both"):
+            call(g)
+        assert torch.equal(g.get_state(), before), op

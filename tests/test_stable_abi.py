@@ -38,7 +38,7 @@ def stable_table(name: str) -> list:
 
 def test_stable_schemas_are_torch_bindings_word_for_word():
     want = versioned_schemas()
-    assert len(want) == 22
+    assert len(want) == 15
     assert stable_table("kSchemas") == want
 
 

@@ -16,11 +16,11 @@ def test_opcheck_every_op(sv):
     p, q, t = inputs()
     u = torch.rand(5, dtype=torch.float64)
     torch.library.opcheck(sv.ops.verify_greedy, (p, t))
-    torch.library.opcheck(sv.ops.accept_with_uniforms, (p, q, t, u))
+    torch.library.opcheck(sv.ops.accept, (p, q, t, None, "token", u))
     torch.library.opcheck(sv.ops.accept, (p, q, t, None))
     for method in ("token", "block"):  # one-hot drafts (None) and block verification
-        torch.library.opcheck(sv.ops.accept_with_uniforms, (p, None, t, u, method))
-        torch.library.opcheck(sv.ops.accept_with_uniforms, (p, q, t, u, method))
+        torch.library.opcheck(sv.ops.accept, (p, None, t, None, method, u))
+        torch.library.opcheck(sv.ops.accept, (p, q, t, None, method, u))
         torch.library.opcheck(sv.ops.accept, (p, None, t, None, method))
     torch.library.opcheck(sv.ops._row_masses, (p,))
 
@@ -37,15 +37,15 @@ def test_opcheck_logits_ops(sv):
         torch.library.opcheck(sv.ops.sample, (target,) + params + (None,))
         # (None: the default generator, whose state opcheck restores between its runs; an
         # explicit generator would advance between them and the outputs differ, as they should.)
-        torch.library.opcheck(sv.ops.sample_with_uniforms, (target, u) + params)
-        torch.library.opcheck(sv.ops.sample_with_uniforms, (target[0], u[0]) + params)
+        torch.library.opcheck(sv.ops.sample, (target,) + params + (None, u))
+        torch.library.opcheck(sv.ops.sample, (target[0],) + params + (None, u[0]))
         torch.library.opcheck(sv.ops.accept_logits, (target, draft, t) + params + (None,))
-        torch.library.opcheck(sv.ops.accept_logits_with_uniforms, (target, draft, t, u) + params)
+        torch.library.opcheck(sv.ops.accept_logits, (target, draft, t) + params + (None, "token", u))
         for d in (draft, None):
-            torch.library.opcheck(sv.ops.accept_logits_with_uniforms, (target, d, t, u) + params + ("block",))
+            torch.library.opcheck(sv.ops.accept_logits, (target, d, t) + params + (None, "block", u))
         torch.library.opcheck(sv.ops.accept_logits, (target, None, t) + params + (None,))
     torch.library.opcheck(sv.ops.accept_logits, (target, None, t, 0.0, 0, 1.0, 0.0, None))
-    torch.library.opcheck(sv.ops.accept_logits_with_uniforms, (target, None, t, u, 0.0, 0, 1.0, 0.0))
+    torch.library.opcheck(sv.ops.accept_logits, (target, None, t, 0.0, 0, 1.0, 0.0, None, "token", u))
 
 
 def test_compile_logits_ops_fullgraph(sv):

@@ -30,59 +30,35 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def("verify_greedy(Tensor target_probs, Tensor draft_tokens) -> (SymInt, SymInt)");
   ops.impl("verify_greedy", c10::kCPU, &verify_greedy);
   ops.def("accept(Tensor target_probs, Tensor? draft_probs, Tensor draft_tokens, "
-          "Generator? generator=None, str method=\"token\") -> (SymInt, SymInt)");
+          "Generator? generator=None, str method=\"token\", Tensor? uniforms=None) -> (SymInt, SymInt)");
   ops.impl("accept", c10::kCPU, &accept);
-  ops.def("accept_with_uniforms(Tensor target_probs, Tensor? draft_probs, Tensor draft_tokens, "
-          "Tensor uniforms, str method=\"token\") -> (SymInt, SymInt)");
-  ops.impl("accept_with_uniforms", c10::kCPU, &accept_with_uniforms);
   ops.def("warp(Tensor logits, float temperature=1.0, int top_k=0, float top_p=1.0, "
           "float min_p=0.0) -> Tensor");
   ops.impl("warp", c10::kCPU, &warp);
   ops.def("sample(Tensor logits, float temperature=1.0, int top_k=0, float top_p=1.0, "
-          "float min_p=0.0, Generator? generator=None) -> Tensor");
+          "float min_p=0.0, Generator? generator=None, Tensor? uniforms=None) -> Tensor");
   ops.impl("sample", c10::kCPU, &sample);
-  ops.def("sample_with_uniforms(Tensor logits, Tensor uniforms, float temperature=1.0, int top_k=0, "
-          "float top_p=1.0, float min_p=0.0) -> Tensor");
-  ops.impl("sample_with_uniforms", c10::kCPU, &sample_with_uniforms);
   ops.def("accept_logits(Tensor target_logits, Tensor? draft_logits, Tensor draft_tokens, "
           "float temperature=1.0, int top_k=0, float top_p=1.0, float min_p=0.0, "
-          "Generator? generator=None, str method=\"token\") -> (SymInt, SymInt)");
+          "Generator? generator=None, str method=\"token\", Tensor? uniforms=None) -> (SymInt, SymInt)");
   ops.impl("accept_logits", c10::kCPU, &accept_logits);
-  ops.def("accept_logits_with_uniforms(Tensor target_logits, Tensor? draft_logits, "
-          "Tensor draft_tokens, Tensor uniforms, float temperature=1.0, int top_k=0, "
-          "float top_p=1.0, float min_p=0.0, str method=\"token\") -> (SymInt, SymInt)");
-  ops.impl("accept_logits_with_uniforms", c10::kCPU, &accept_logits_with_uniforms);
   ops.def("verify_tree(Tensor target_logits, Tensor tokens, Tensor parents, Tensor? draft_logits=None, "
           "float temperature=1.0, int top_k=0, float top_p=1.0, float min_p=0.0, "
-          "Generator? generator=None) -> (Tensor, SymInt)");
+          "Generator? generator=None, Tensor? uniforms=None) -> (Tensor, SymInt)");
   ops.impl("verify_tree", c10::kCPU, &verify_tree);
-  ops.def("verify_tree_with_uniforms(Tensor target_logits, Tensor tokens, Tensor parents, "
-          "Tensor? draft_logits, Tensor uniforms, float temperature=1.0, int top_k=0, float top_p=1.0, "
-          "float min_p=0.0) -> (Tensor, SymInt)");
-  ops.impl("verify_tree_with_uniforms", c10::kCPU, &verify_tree_with_uniforms);
   ops.def("verify_tree_probs(Tensor target_probs, Tensor tokens, Tensor parents, Tensor? draft_probs=None, "
-          "bool greedy=False, Generator? generator=None) -> (Tensor, SymInt)");
+          "bool greedy=False, Generator? generator=None, Tensor? uniforms=None) -> (Tensor, SymInt)");
   ops.impl("verify_tree_probs", c10::kCPU, &verify_tree_probs);
-  ops.def("verify_tree_probs_with_uniforms(Tensor target_probs, Tensor tokens, Tensor parents, "
-          "Tensor? draft_probs, Tensor uniforms, bool greedy=False) -> (Tensor, SymInt)");
-  ops.impl("verify_tree_probs_with_uniforms", c10::kCPU, &verify_tree_probs_with_uniforms);
   // The tree ops again with `parents` as a list of ints (int[]): the wrappers pass a Python
   // list through these, without a tensor made of it (about 1 us a call). Separate names, not
   // overloads: opcheck and users' code take the public ops' packets as single schemas.
   ops.def("_verify_tree_ints(Tensor target_logits, Tensor tokens, int[] parents, Tensor? draft_logits=None, "
           "float temperature=1.0, int top_k=0, float top_p=1.0, float min_p=0.0, "
-          "Generator? generator=None) -> (Tensor, SymInt)");
+          "Generator? generator=None, Tensor? uniforms=None) -> (Tensor, SymInt)");
   ops.impl("_verify_tree_ints", c10::kCPU, &verify_tree_ints);
-  ops.def("_verify_tree_with_uniforms_ints(Tensor target_logits, Tensor tokens, int[] parents, "
-          "Tensor? draft_logits, Tensor uniforms, float temperature=1.0, int top_k=0, float top_p=1.0, "
-          "float min_p=0.0) -> (Tensor, SymInt)");
-  ops.impl("_verify_tree_with_uniforms_ints", c10::kCPU, &verify_tree_with_uniforms_ints);
   ops.def("_verify_tree_probs_ints(Tensor target_probs, Tensor tokens, int[] parents, Tensor? draft_probs=None, "
-          "bool greedy=False, Generator? generator=None) -> (Tensor, SymInt)");
+          "bool greedy=False, Generator? generator=None, Tensor? uniforms=None) -> (Tensor, SymInt)");
   ops.impl("_verify_tree_probs_ints", c10::kCPU, &verify_tree_probs_ints);
-  ops.def("_verify_tree_probs_with_uniforms_ints(Tensor target_probs, Tensor tokens, int[] parents, "
-          "Tensor? draft_probs, Tensor uniforms, bool greedy=False) -> (Tensor, SymInt)");
-  ops.impl("_verify_tree_probs_with_uniforms_ints", c10::kCPU, &verify_tree_probs_with_uniforms_ints);
   ops.def("verify_batch(Tensor target_logits, Tensor draft_tokens, Tensor cu_num_draft_tokens, "
           "Tensor? draft_logits=None, Tensor? temperature=None, Tensor? top_k=None, Tensor? top_p=None, "
           "Tensor? min_p=None, str method=\"token\", Generator? generator=None, "
@@ -100,23 +76,16 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
                                      c10::DispatchKey::MkldnnCPU, c10::DispatchKey::NestedTensorCPU}) {
     ops.impl("verify_greedy", key, &verify_greedy);
     ops.impl("accept", key, &accept);
-    ops.impl("accept_with_uniforms", key, &accept_with_uniforms);
     ops.impl("warp", key, &warp);
     ops.impl("sample", key, &sample);
-    ops.impl("sample_with_uniforms", key, &sample_with_uniforms);
     ops.impl("accept_logits", key, &accept_logits);
-    ops.impl("accept_logits_with_uniforms", key, &accept_logits_with_uniforms);
     ops.impl("verify_batch", key, &verify_batch);
     ops.impl("verify_batch_probs", key, &verify_batch_probs);
     ops.impl("_row_masses", key, &row_masses);
     ops.impl("verify_tree", key, &verify_tree);
-    ops.impl("verify_tree_with_uniforms", key, &verify_tree_with_uniforms);
     ops.impl("verify_tree_probs", key, &verify_tree_probs);
-    ops.impl("verify_tree_probs_with_uniforms", key, &verify_tree_probs_with_uniforms);
     ops.impl("_verify_tree_ints", key, &verify_tree_ints);
-    ops.impl("_verify_tree_with_uniforms_ints", key, &verify_tree_with_uniforms_ints);
     ops.impl("_verify_tree_probs_ints", key, &verify_tree_probs_ints);
-    ops.impl("_verify_tree_probs_with_uniforms_ints", key, &verify_tree_probs_with_uniforms_ints);
   }
   ops.def("isa() -> str", &isa);
   ops.def("available_isas() -> str[]", &available_isas);

@@ -55,11 +55,9 @@ def _call(op: _Op, fast: bool, generator, *args):
 
 
 # Every op the wrappers call, by its name in the op namespace.
-_NAMES = ("verify_greedy", "accept", "accept_with_uniforms", "warp", "sample", "sample_with_uniforms",
-          "accept_logits", "accept_logits_with_uniforms", "verify_tree",
-          "verify_tree_with_uniforms", "verify_tree_probs", "verify_tree_probs_with_uniforms",
-          "_verify_tree_ints", "_verify_tree_with_uniforms_ints", "_verify_tree_probs_ints",
-          "_verify_tree_probs_with_uniforms_ints", "verify_batch", "verify_batch_probs")
+# The ops that draw take `uniforms=None` last: the *_with_uniforms wrappers pass theirs there.
+_NAMES = ("verify_greedy", "accept", "warp", "sample", "accept_logits", "verify_tree",
+          "verify_tree_probs", "_verify_tree_ints", "_verify_tree_probs_ints", "verify_batch", "verify_batch_probs")
 
 
 def _handles() -> dict:
@@ -79,21 +77,14 @@ def _handles() -> dict:
 _OPS = _handles()
 VERIFY_GREEDY = _OPS["verify_greedy"]
 ACCEPT = _OPS["accept"]
-ACCEPT_WITH_UNIFORMS = _OPS["accept_with_uniforms"]
 WARP = _OPS["warp"]
 SAMPLE = _OPS["sample"]
-SAMPLE_WITH_UNIFORMS = _OPS["sample_with_uniforms"]
 ACCEPT_LOGITS = _OPS["accept_logits"]
-ACCEPT_LOGITS_WITH_UNIFORMS = _OPS["accept_logits_with_uniforms"]
 VERIFY_TREE = _OPS["verify_tree"]
-VERIFY_TREE_WITH_UNIFORMS = _OPS["verify_tree_with_uniforms"]
 VERIFY_TREE_PROBS = _OPS["verify_tree_probs"]
-VERIFY_TREE_PROBS_WITH_UNIFORMS = _OPS["verify_tree_probs_with_uniforms"]
 # The tree ops' _ints twins take `parents` as int[]: a list of Python ints goes in as it is,
 # without a tensor made of it (called only through their builtins: see `_trees._tree_args`).
 VERIFY_TREE_INTS = _OPS["_verify_tree_ints"]
-VERIFY_TREE_WITH_UNIFORMS_INTS = _OPS["_verify_tree_with_uniforms_ints"]
 VERIFY_TREE_PROBS_INTS = _OPS["_verify_tree_probs_ints"]
-VERIFY_TREE_PROBS_WITH_UNIFORMS_INTS = _OPS["_verify_tree_probs_with_uniforms_ints"]
 VERIFY_BATCH = _OPS["verify_batch"]
 VERIFY_BATCH_PROBS = _OPS["verify_batch_probs"]

@@ -13,7 +13,7 @@ import torch
 
 from ._api import (Tokens, _Tensor, _check_generator, _check_method, _check_on_cpu, _token_tensor, _uint64,
                    _vocab)
-from ._calls import ACCEPT, ACCEPT_WITH_UNIFORMS, VERIFY_GREEDY, _call, _Generator
+from ._calls import ACCEPT, VERIFY_GREEDY, _call, _Generator
 from ._ops import ops
 
 def verify_greedy(target_probs: torch.Tensor, draft_tokens: Tokens) -> Tuple[int, int]:
@@ -152,7 +152,7 @@ def accept_with_uniforms(
                   **({} if draft_probs is None else {"draft_probs": draft_probs}))
     fast = (type(target_probs) is _Tensor and type(draft_tokens) is _Tensor and type(uniforms) is _Tensor
             and (draft_probs is None or type(draft_probs) is _Tensor))
-    return _call(ACCEPT_WITH_UNIFORMS, fast, None, target_probs, draft_probs, draft_tokens, uniforms, method)
+    return _call(ACCEPT, fast, None, target_probs, draft_probs, draft_tokens, None, method, uniforms)
 
 
 def isa() -> str:

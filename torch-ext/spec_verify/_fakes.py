@@ -15,13 +15,7 @@ def _verify_greedy_fake(target_probs, draft_tokens):
 
 
 @torch.library.register_fake(add_op_namespace_prefix("accept"))
-def _accept_fake(target_probs, draft_probs, draft_tokens, generator=None, method="token"):
-    ctx = torch.library.get_ctx()
-    return ctx.new_dynamic_size(), ctx.new_dynamic_size()
-
-
-@torch.library.register_fake(add_op_namespace_prefix("accept_with_uniforms"))
-def _accept_with_uniforms_fake(target_probs, draft_probs, draft_tokens, uniforms, method="token"):
+def _accept_fake(target_probs, draft_probs, draft_tokens, generator=None, method="token", uniforms=None):
     ctx = torch.library.get_ctx()
     return ctx.new_dynamic_size(), ctx.new_dynamic_size()
 
@@ -37,25 +31,13 @@ def _warp_fake(logits, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0):
 
 
 @torch.library.register_fake(add_op_namespace_prefix("sample"))
-def _sample_fake(logits, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, generator=None):
-    return logits.new_empty(logits.shape[:-1], dtype=torch.int64)
-
-
-@torch.library.register_fake(add_op_namespace_prefix("sample_with_uniforms"))
-def _sample_with_uniforms_fake(logits, uniforms, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0):
+def _sample_fake(logits, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, generator=None, uniforms=None):
     return logits.new_empty(logits.shape[:-1], dtype=torch.int64)
 
 
 @torch.library.register_fake(add_op_namespace_prefix("accept_logits"))
 def _accept_logits_fake(target_logits, draft_logits, draft_tokens, temperature=1.0, top_k=0, top_p=1.0,
-                        min_p=0.0, generator=None, method="token"):
-    ctx = torch.library.get_ctx()
-    return ctx.new_dynamic_size(), ctx.new_dynamic_size()
-
-
-@torch.library.register_fake(add_op_namespace_prefix("accept_logits_with_uniforms"))
-def _accept_logits_with_uniforms_fake(target_logits, draft_logits, draft_tokens, uniforms, temperature=1.0,
-                                      top_k=0, top_p=1.0, min_p=0.0, method="token"):
+                        min_p=0.0, generator=None, method="token", uniforms=None):
     ctx = torch.library.get_ctx()
     return ctx.new_dynamic_size(), ctx.new_dynamic_size()
 
@@ -65,7 +47,7 @@ def _tree_fake(target, tokens, *args, **kwargs):
     return tokens.new_empty((ctx.new_dynamic_size(),), dtype=torch.int64), ctx.new_dynamic_size()
 
 
-for _name in ("verify_tree", "verify_tree_with_uniforms", "verify_tree_probs", "verify_tree_probs_with_uniforms"):
+for _name in ("verify_tree", "verify_tree_probs"):
     torch.library.register_fake(add_op_namespace_prefix(_name))(_tree_fake)
     torch.library.register_fake(add_op_namespace_prefix(f"_{_name}_ints"))(_tree_fake)
 

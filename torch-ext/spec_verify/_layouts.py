@@ -23,11 +23,9 @@ import torch
 from ._ops import add_op_namespace_prefix, ops
 
 # Every op that takes tensors (torch_binding.cpp's TORCH_LIBRARY block).
-_OPS = ("verify_greedy", "accept", "accept_with_uniforms", "warp", "sample", "sample_with_uniforms",
-        "accept_logits", "accept_logits_with_uniforms", "verify_batch",
-        "verify_batch_probs", "_row_masses", "verify_tree", "verify_tree_with_uniforms", "verify_tree_probs",
-        "verify_tree_probs_with_uniforms", "_verify_tree_ints", "_verify_tree_with_uniforms_ints",
-        "_verify_tree_probs_ints", "_verify_tree_probs_with_uniforms_ints")
+_OPS = ("verify_greedy", "accept", "warp", "sample", "accept_logits", "verify_batch",
+        "verify_batch_probs", "_row_masses", "verify_tree", "verify_tree_probs", "_verify_tree_ints",
+        "_verify_tree_probs_ints")
 _KEYS = ("AutogradNestedTensor", "QuantizedCPU")
 
 
@@ -63,10 +61,11 @@ def refusal(op: str, name: str, t: torch.Tensor) -> Optional[str]:
 
 
 def _refusing_kernel(op: str, names):
-    public = _public(op)
-
     def kernel(*args, **kwargs):
-        for name, value in list(zip(names, args)) + list(kwargs.items()):
+        given = list(zip(names, args)) + list(kwargs.items())
+        # With its uniforms given, an op is the call of a *_with_uniforms function.
+        public = _public(op) + ("_with_uniforms" if dict(given).get("uniforms") is not None else "")
+        for name, value in given:
             for t in value if isinstance(value, (list, tuple)) else (value,):
                 if isinstance(t, torch.Tensor):
                     message = refusal(public, name, t)

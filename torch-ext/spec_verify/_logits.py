@@ -13,8 +13,7 @@ import torch
 
 from ._api import (Tokens, _Tensor, _check_generator, _check_method, _check_on_cpu, _token_tensor, _uint64,
                    _vocab, _warp_params)
-from ._calls import (ACCEPT_LOGITS, ACCEPT_LOGITS_WITH_UNIFORMS, SAMPLE, SAMPLE_WITH_UNIFORMS,
-                     WARP, _call)
+from ._calls import ACCEPT_LOGITS, SAMPLE, WARP, _call
 
 _WARP_ARGS = """
         temperature (`float`, *optional*, defaults to 1.0): z = logits / temperature, a float32
@@ -131,7 +130,7 @@ def sample_with_uniforms(
     fast = type(logits) is _Tensor and type(uniforms) is _Tensor and logits.is_cpu and uniforms.is_cpu
     if not fast:
         _check_on_cpu("sample_with_uniforms", logits=logits, uniforms=uniforms)
-    return _call(SAMPLE_WITH_UNIFORMS, fast, None, logits, uniforms, temperature, top_k, top_p, min_p)
+    return _call(SAMPLE, fast, None, logits, temperature, top_k, top_p, min_p, None, uniforms)
 
 
 def _logits_args(op: str, target_logits, draft_logits, draft_tokens, temperature, top_k, top_p, min_p,
@@ -243,8 +242,8 @@ def accept_logits_with_uniforms(
         _check_on_cpu("accept_logits_with_uniforms", uniforms=uniforms)
     fast = (type(target_logits) is _Tensor and type(draft_tokens) is _Tensor and type(uniforms) is _Tensor
             and (draft_logits is None or type(draft_logits) is _Tensor))
-    return _call(ACCEPT_LOGITS_WITH_UNIFORMS, fast, None, target_logits, draft_logits, draft_tokens, uniforms,
-                 temperature, top_k, top_p, min_p, method)
+    return _call(ACCEPT_LOGITS, fast, None, target_logits, draft_logits, draft_tokens, temperature, top_k, top_p,
+                 min_p, None, method, uniforms)
 
 
 for _f in (warp, sample, sample_with_uniforms, accept_logits, accept_logits_with_uniforms):

@@ -2,8 +2,9 @@
 
 The LibTorch stable ABI of torch 2.13 passes a `Generator?` argument to a kernel as a handle
 and its device, and no more: a kernel cannot draw from it, nor save and restore its state.
-So in that build the ten ops that take a generator get their CPU kernels here. Each draws the
-op's uniforms from the generator as torch_binding.cpp draws them (one float64 per uniform, in
+So in that build the nine ops that take a generator get their CPU kernels here. Unless the
+call gives its `uniforms` (the Python API's *_with_uniforms), each draws the op's uniforms
+from the generator as torch_binding.cpp draws them (one float64 per uniform, in
 order: the stream `torch.rand(n, dtype=torch.float64, generator=g)` gives), calls the op's
 native `_drawn_` form with them (the op's checks, in its order, and its messages), and puts
 the generator back as it was when that call raises; nothing is drawn where the op draws
@@ -122,38 +123,41 @@ def kernels(ops) -> dict:
         "_drawn_verify_tree", "_drawn_verify_tree_probs", "_drawn_verify_tree_ints",
         "_drawn_verify_tree_probs_ints", "_drawn_verify_batch", "_drawn_verify_batch_probs")}
 
-    def accept(target_probs, draft_probs, draft_tokens, generator=None, method="token"):
-        return _call(d["_drawn_accept"], _rows(target_probs), generator,
-                     (target_probs, draft_probs, draft_tokens, generator, method))
+    # Given `uniforms` (the *_with_uniforms calls), nothing is drawn: the op's _drawn_ form
+    # checks and uses them.
+    def accept(target_probs, draft_probs, draft_tokens, generator=None, method="token", uniforms=None):
+        return _call(d["_drawn_accept"], 0 if uniforms is not None else _rows(target_probs), generator,
+                     (target_probs, draft_probs, draft_tokens, generator, method, uniforms))
 
     def _sample_rows(logits, temperature):
         if temperature == 0 or not isinstance(logits, torch.Tensor):
             return 0
         return 1 if logits.dim() == 1 else _rows(logits)
 
-    def sample(logits, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, generator=None):
-        return _call(d["_drawn_sample"], _sample_rows(logits, temperature), generator,
-                     (logits, temperature, top_k, top_p, min_p, generator))
+    def sample(logits, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, generator=None, uniforms=None):
+        n = 0 if uniforms is not None else _sample_rows(logits, temperature)
+        return _call(d["_drawn_sample"], n, generator, (logits, temperature, top_k, top_p, min_p, generator, uniforms))
 
     def accept_logits(target_logits, draft_logits, draft_tokens, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0,
-                      generator=None, method="token"):
-        n = 0 if temperature == 0 else _rows(target_logits)
+                      generator=None, method="token", uniforms=None):
+        n = 0 if temperature == 0 or uniforms is not None else _rows(target_logits)
         return _call(d["_drawn_accept_logits"], n, generator,
                      (target_logits, draft_logits, draft_tokens, temperature, top_k, top_p, min_p, generator,
-                      method))
+                      method, uniforms))
 
     def tree(drawn):
         def verify_tree(target_logits, tokens, parents, draft_logits=None, temperature=1.0, top_k=0, top_p=1.0,
-                        min_p=0.0, generator=None):
-            n = 0 if temperature == 0 else _rows(target_logits)
-            return _call(drawn, n, generator,
-                         (target_logits, tokens, parents, draft_logits, temperature, top_k, top_p, min_p, generator))
+                        min_p=0.0, generator=None, uniforms=None):
+            n = 0 if temperature == 0 or uniforms is not None else _rows(target_logits)
+            return _call(drawn, n, generator, (target_logits, tokens, parents, draft_logits, temperature, top_k, top_p,
+                                               min_p, generator, uniforms))
         return verify_tree
 
     def tree_probs(drawn):
-        def verify_tree_probs(target_probs, tokens, parents, draft_probs=None, greedy=False, generator=None):
-            n = 0 if greedy else _rows(target_probs)
-            return _call(drawn, n, generator, (target_probs, tokens, parents, draft_probs, greedy, generator))
+        def verify_tree_probs(target_probs, tokens, parents, draft_probs=None, greedy=False, generator=None,
+                              uniforms=None):
+            n = 0 if greedy or uniforms is not None else _rows(target_probs)
+            return _call(drawn, n, generator, (target_probs, tokens, parents, draft_probs, greedy, generator, uniforms))
         return verify_tree_probs
 
     def verify_batch(target_logits, draft_tokens, cu_num_draft_tokens, draft_logits=None, temperature=None,

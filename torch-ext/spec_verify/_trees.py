@@ -13,9 +13,7 @@ import torch
 
 from ._api import Tokens, _Tensor, _check_generator, _check_on_cpu, _is_compiling, _token_tensor, _uint64, _vocab, \
     _warp_params
-from ._calls import (VERIFY_TREE, VERIFY_TREE_INTS, VERIFY_TREE_PROBS, VERIFY_TREE_PROBS_INTS,
-                     VERIFY_TREE_PROBS_WITH_UNIFORMS, VERIFY_TREE_PROBS_WITH_UNIFORMS_INTS, VERIFY_TREE_WITH_UNIFORMS,
-                     VERIFY_TREE_WITH_UNIFORMS_INTS, _call, _Generator)
+from ._calls import VERIFY_TREE, VERIFY_TREE_INTS, VERIFY_TREE_PROBS, VERIFY_TREE_PROBS_INTS, _call, _Generator
 from ._logits import _WARP_ARGS
 
 _INT_ONLY = frozenset((int,))
@@ -133,8 +131,8 @@ def verify_tree_with_uniforms(
                                        ("target_logits", "draft_logits"), uniforms=uniforms)
     if not (type(uniforms) is _Tensor and uniforms.is_cpu):
         _check_on_cpu("verify_tree_with_uniforms", uniforms=uniforms)
-    return _call(VERIFY_TREE_WITH_UNIFORMS_INTS if type(parents) is list else VERIFY_TREE_WITH_UNIFORMS, fast, None,
-                 target_logits, tokens, parents, draft_logits, uniforms, temperature, top_k, top_p, min_p)
+    return _call(VERIFY_TREE_INTS if type(parents) is list else VERIFY_TREE, fast, None, target_logits, tokens,
+                 parents, draft_logits, temperature, top_k, top_p, min_p, None, uniforms)
 
 
 def verify_tree_probs(
@@ -186,8 +184,8 @@ def verify_tree_probs_with_uniforms(
                                        draft_probs, ("target_probs", "draft_probs"), uniforms=uniforms)
     if not (type(uniforms) is _Tensor and uniforms.is_cpu):
         _check_on_cpu("verify_tree_probs_with_uniforms", uniforms=uniforms)
-    return _call(VERIFY_TREE_PROBS_WITH_UNIFORMS_INTS if type(parents) is list else VERIFY_TREE_PROBS_WITH_UNIFORMS,
-                 fast, None, target_probs, tokens, parents, draft_probs, uniforms, greedy)
+    return _call(VERIFY_TREE_PROBS_INTS if type(parents) is list else VERIFY_TREE_PROBS, fast, None, target_probs,
+                 tokens, parents, draft_probs, greedy, None, uniforms)
 
 
 for _f in (verify_tree, verify_tree_probs):

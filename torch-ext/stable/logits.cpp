@@ -87,6 +87,13 @@ void check_generator(const char* op, const Gen& generator) {
                  ": generator must be a CPU ", "torch.Generator, got one on ", device_name(d));
 }
 
+bool uniforms_given(const char* op, const OptTensor& uniforms, const Gen& generator) {
+  if (!uniforms.has_value()) return false;
+  SV_CHECK_VALUE(!generator.has_value(), "spec_verify.", op,
+                 ": pass uniforms or generator, not both (given uniforms, nothing is drawn)");
+  return true;
+}
+
 const double* drawn(const char* op, const Tensor& uniforms, int64_t count) {
   if (!(uniforms.scalar_type() == ScalarType::Double && uniforms.dim() == 1 && uniforms.size(0) == count &&
         uniforms.is_contiguous() && uniforms.is_cpu())) {
@@ -118,8 +125,11 @@ Pair accept_with_uniforms(const Tensor& target_probs, const OptTensor& draft_pro
 }
 
 Pair drawn_accept(const Tensor& target_probs, const OptTensor& draft_probs, const Tensor& draft_tokens,
-                  const Gen& generator, std::string_view method, const Tensor& uniforms) {
+                  const Gen& generator, std::string_view method, const OptTensor& given,
+                  const Tensor& uniforms) {
   const char* op = "accept";
+  if (uniforms_given(op, given, generator))
+    return accept_with_uniforms(target_probs, draft_probs, draft_tokens, *given, method);
   const AcceptArgs a = checked_accept_args(op, target_probs, draft_probs, draft_tokens, method);
   check_generator(op, generator);
   const sv::Outcome out = run_accept(a, drawn(op, uniforms, a.k + 1));
@@ -157,8 +167,10 @@ Tensor warp(const Tensor& logits, double temperature, int64_t top_k, double top_
 }
 
 Tensor drawn_sample(const Tensor& logits, double temperature, int64_t top_k, double top_p, double min_p,
-                    const Gen& generator, const Tensor& uniforms) {
+                    const Gen& generator, const OptTensor& given, const Tensor& uniforms) {
   const char* op = "sample";
+  if (uniforms_given(op, given, generator))
+    return sample_with_uniforms(logits, *given, temperature, top_k, top_p, min_p);
   const sv::WarpParams params = checked_params(op, temperature, top_k, top_p, min_p);
   const Tensor rows = checked_logits(op, "logits", logits);
   Tensor tokens;
@@ -185,8 +197,11 @@ Tensor sample_with_uniforms(const Tensor& logits, const Tensor& uniforms, double
 
 Pair drawn_accept_logits(const Tensor& target_logits, const OptTensor& draft_logits, const Tensor& draft_tokens,
                          double temperature, int64_t top_k, double top_p, double min_p, const Gen& generator,
-                         std::string_view method, const Tensor& uniforms) {
+                         std::string_view method, const OptTensor& given, const Tensor& uniforms) {
   const char* op = "accept_logits";
+  if (uniforms_given(op, given, generator))
+    return accept_logits_with_uniforms(target_logits, draft_logits, draft_tokens, *given, temperature, top_k, top_p,
+                                       min_p, method);
   const sv::WarpParams params = checked_params(op, temperature, top_k, top_p, min_p);
   const LogitsArgs a = checked_logits_args(op, target_logits, draft_logits, draft_tokens, params, method);
   sv::Outcome out;

@@ -1,7 +1,9 @@
 // The stable binding's kernels (torch_binding.cpp registers them). The ops that take a
 // Generator? are here as their `_drawn_` forms: the same arguments and checks, plus the
 // uniforms the Python layer drew from the generator (_stable.py): the stable ABI of torch
-// 2.13 passes a Generator but cannot draw from it or save and restore its state.
+// 2.13 passes a Generator but cannot draw from it or save and restore its state. Given
+// `uniforms` (the Python API's *_with_uniforms), a `_drawn_` form runs the op's
+// *_with_uniforms function below, which checks them and names them in its messages.
 #pragma once
 
 #include <torch/csrc/stable/generator.h>
@@ -24,6 +26,9 @@ using Path = std::tuple<Tensor, int64_t>;
 
 // The generator's device check of torch_binding.cpp's with_uniforms, at the point it makes it.
 void check_generator(const char* op, const Gen& generator);
+// Whether a `_drawn_` op's `uniforms` were given (they decide the round; nothing was drawn);
+// a generator beside them is refused.
+bool uniforms_given(const char* op, const OptTensor& uniforms, const Gen& generator);
 // The uniforms a `_drawn_` op was handed: `count` float64 values (the Python layer's draw).
 const double* drawn(const char* op, const Tensor& uniforms, int64_t count);
 
@@ -31,19 +36,19 @@ std::tuple<int64_t, int64_t> verify_greedy(const Tensor& target_probs, const Ten
 Pair accept_with_uniforms(const Tensor& target_probs, const OptTensor& draft_probs, const Tensor& draft_tokens,
                           const Tensor& uniforms, std::string_view method);
 Pair drawn_accept(const Tensor& target_probs, const OptTensor& draft_probs, const Tensor& draft_tokens,
-                  const Gen& generator, std::string_view method, const Tensor& uniforms);
+                  const Gen& generator, std::string_view method, const OptTensor& given, const Tensor& uniforms);
 
 Tensor warp(const Tensor& logits, double temperature, int64_t top_k, double top_p, double min_p);
 Tensor sample_with_uniforms(const Tensor& logits, const Tensor& uniforms, double temperature, int64_t top_k,
                             double top_p, double min_p);
 Tensor drawn_sample(const Tensor& logits, double temperature, int64_t top_k, double top_p, double min_p,
-                    const Gen& generator, const Tensor& uniforms);
+                    const Gen& generator, const OptTensor& given, const Tensor& uniforms);
 Pair accept_logits_with_uniforms(const Tensor& target_logits, const OptTensor& draft_logits,
                                  const Tensor& draft_tokens, const Tensor& uniforms, double temperature,
                                  int64_t top_k, double top_p, double min_p, std::string_view method);
 Pair drawn_accept_logits(const Tensor& target_logits, const OptTensor& draft_logits, const Tensor& draft_tokens,
                          double temperature, int64_t top_k, double top_p, double min_p, const Gen& generator,
-                         std::string_view method, const Tensor& uniforms);
+                         std::string_view method, const OptTensor& given, const Tensor& uniforms);
 
 Tensor row_masses(const Tensor& rows);
 
@@ -60,13 +65,14 @@ Path tree_logits_with_uniforms(const char* op, const Tensor& target_logits, cons
 template <class Parents>
 Path drawn_tree_logits(const char* op, const Tensor& target_logits, const Tensor& tokens, const Parents& parents,
                        const OptTensor& draft_logits, double temperature, int64_t top_k, double top_p, double min_p,
-                       const Gen& generator, const Tensor& uniforms);
+                       const Gen& generator, const OptTensor& given, const Tensor& uniforms);
 template <class Parents>
 Path tree_probs_with_uniforms(const char* op, const Tensor& target_probs, const Tensor& tokens, const Parents& parents,
                               const OptTensor& draft_probs, const Tensor& uniforms, bool greedy);
 template <class Parents>
 Path drawn_tree_probs(const char* op, const Tensor& target_probs, const Tensor& tokens, const Parents& parents,
-                      const OptTensor& draft_probs, bool greedy, const Gen& generator, const Tensor& uniforms);
+                      const OptTensor& draft_probs, bool greedy, const Gen& generator, const OptTensor& given,
+                      const Tensor& uniforms);
 
 // Batches (Note [Ragged batches]); the `_drawn_` forms take the uniforms of every sampled
 // sequence in batch order, K_b + 1 each (greedy sequences draw nothing).

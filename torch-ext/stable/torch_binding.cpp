@@ -29,21 +29,14 @@ namespace {
 // Every schema of torch_binding.cpp's TORCH_LIBRARY block, in its order.
 constexpr const char* kSchemas[] = {
     "verify_greedy(Tensor target_probs, Tensor draft_tokens) -> (SymInt, SymInt)",
-    "accept(Tensor target_probs, Tensor? draft_probs, Tensor draft_tokens, Generator? generator=None, str method=\"token\") -> (SymInt, SymInt)",
-    "accept_with_uniforms(Tensor target_probs, Tensor? draft_probs, Tensor draft_tokens, Tensor uniforms, str method=\"token\") -> (SymInt, SymInt)",
+    "accept(Tensor target_probs, Tensor? draft_probs, Tensor draft_tokens, Generator? generator=None, str method=\"token\", Tensor? uniforms=None) -> (SymInt, SymInt)",
     "warp(Tensor logits, float temperature=1.0, int top_k=0, float top_p=1.0, float min_p=0.0) -> Tensor",
-    "sample(Tensor logits, float temperature=1.0, int top_k=0, float top_p=1.0, float min_p=0.0, Generator? generator=None) -> Tensor",
-    "sample_with_uniforms(Tensor logits, Tensor uniforms, float temperature=1.0, int top_k=0, float top_p=1.0, float min_p=0.0) -> Tensor",
-    "accept_logits(Tensor target_logits, Tensor? draft_logits, Tensor draft_tokens, float temperature=1.0, int top_k=0, float top_p=1.0, float min_p=0.0, Generator? generator=None, str method=\"token\") -> (SymInt, SymInt)",
-    "accept_logits_with_uniforms(Tensor target_logits, Tensor? draft_logits, Tensor draft_tokens, Tensor uniforms, float temperature=1.0, int top_k=0, float top_p=1.0, float min_p=0.0, str method=\"token\") -> (SymInt, SymInt)",
-    "verify_tree(Tensor target_logits, Tensor tokens, Tensor parents, Tensor? draft_logits=None, float temperature=1.0, int top_k=0, float top_p=1.0, float min_p=0.0, Generator? generator=None) -> (Tensor, SymInt)",
-    "verify_tree_with_uniforms(Tensor target_logits, Tensor tokens, Tensor parents, Tensor? draft_logits, Tensor uniforms, float temperature=1.0, int top_k=0, float top_p=1.0, float min_p=0.0) -> (Tensor, SymInt)",
-    "verify_tree_probs(Tensor target_probs, Tensor tokens, Tensor parents, Tensor? draft_probs=None, bool greedy=False, Generator? generator=None) -> (Tensor, SymInt)",
-    "verify_tree_probs_with_uniforms(Tensor target_probs, Tensor tokens, Tensor parents, Tensor? draft_probs, Tensor uniforms, bool greedy=False) -> (Tensor, SymInt)",
-    "_verify_tree_ints(Tensor target_logits, Tensor tokens, int[] parents, Tensor? draft_logits=None, float temperature=1.0, int top_k=0, float top_p=1.0, float min_p=0.0, Generator? generator=None) -> (Tensor, SymInt)",
-    "_verify_tree_with_uniforms_ints(Tensor target_logits, Tensor tokens, int[] parents, Tensor? draft_logits, Tensor uniforms, float temperature=1.0, int top_k=0, float top_p=1.0, float min_p=0.0) -> (Tensor, SymInt)",
-    "_verify_tree_probs_ints(Tensor target_probs, Tensor tokens, int[] parents, Tensor? draft_probs=None, bool greedy=False, Generator? generator=None) -> (Tensor, SymInt)",
-    "_verify_tree_probs_with_uniforms_ints(Tensor target_probs, Tensor tokens, int[] parents, Tensor? draft_probs, Tensor uniforms, bool greedy=False) -> (Tensor, SymInt)",
+    "sample(Tensor logits, float temperature=1.0, int top_k=0, float top_p=1.0, float min_p=0.0, Generator? generator=None, Tensor? uniforms=None) -> Tensor",
+    "accept_logits(Tensor target_logits, Tensor? draft_logits, Tensor draft_tokens, float temperature=1.0, int top_k=0, float top_p=1.0, float min_p=0.0, Generator? generator=None, str method=\"token\", Tensor? uniforms=None) -> (SymInt, SymInt)",
+    "verify_tree(Tensor target_logits, Tensor tokens, Tensor parents, Tensor? draft_logits=None, float temperature=1.0, int top_k=0, float top_p=1.0, float min_p=0.0, Generator? generator=None, Tensor? uniforms=None) -> (Tensor, SymInt)",
+    "verify_tree_probs(Tensor target_probs, Tensor tokens, Tensor parents, Tensor? draft_probs=None, bool greedy=False, Generator? generator=None, Tensor? uniforms=None) -> (Tensor, SymInt)",
+    "_verify_tree_ints(Tensor target_logits, Tensor tokens, int[] parents, Tensor? draft_logits=None, float temperature=1.0, int top_k=0, float top_p=1.0, float min_p=0.0, Generator? generator=None, Tensor? uniforms=None) -> (Tensor, SymInt)",
+    "_verify_tree_probs_ints(Tensor target_probs, Tensor tokens, int[] parents, Tensor? draft_probs=None, bool greedy=False, Generator? generator=None, Tensor? uniforms=None) -> (Tensor, SymInt)",
     "verify_batch(Tensor target_logits, Tensor draft_tokens, Tensor cu_num_draft_tokens, Tensor? draft_logits=None, Tensor? temperature=None, Tensor? top_k=None, Tensor? top_p=None, Tensor? min_p=None, str method=\"token\", Generator? generator=None, Generator?[]? generators=None) -> (Tensor, Tensor)",
     "verify_batch_probs(Tensor target_probs, Tensor draft_tokens, Tensor cu_num_draft_tokens, Tensor? draft_probs=None, Tensor? greedy=None, str method=\"token\", Generator? generator=None, Generator?[]? generators=None) -> (Tensor, Tensor)",
     "_row_masses(Tensor rows) -> Tensor",
@@ -55,51 +48,34 @@ constexpr const char* kSchemas[] = {
 // The `_drawn_` forms of the ops that take a Generator: the same arguments (without defaults:
 // _stable.py passes every one), then the uniforms.
 constexpr const char* kDrawnSchemas[] = {
-    "_drawn_accept(Tensor target_probs, Tensor? draft_probs, Tensor draft_tokens, Generator? generator, str method, Tensor _uniforms) -> (SymInt, SymInt)",
-    "_drawn_sample(Tensor logits, float temperature, int top_k, float top_p, float min_p, Generator? generator, Tensor _uniforms) -> Tensor",
-    "_drawn_accept_logits(Tensor target_logits, Tensor? draft_logits, Tensor draft_tokens, float temperature, int top_k, float top_p, float min_p, Generator? generator, str method, Tensor _uniforms) -> (SymInt, SymInt)",
-    "_drawn_verify_tree(Tensor target_logits, Tensor tokens, Tensor parents, Tensor? draft_logits, float temperature, int top_k, float top_p, float min_p, Generator? generator, Tensor _uniforms) -> (Tensor, SymInt)",
-    "_drawn_verify_tree_probs(Tensor target_probs, Tensor tokens, Tensor parents, Tensor? draft_probs, bool greedy, Generator? generator, Tensor _uniforms) -> (Tensor, SymInt)",
-    "_drawn_verify_tree_ints(Tensor target_logits, Tensor tokens, int[] parents, Tensor? draft_logits, float temperature, int top_k, float top_p, float min_p, Generator? generator, Tensor _uniforms) -> (Tensor, SymInt)",
-    "_drawn_verify_tree_probs_ints(Tensor target_probs, Tensor tokens, int[] parents, Tensor? draft_probs, bool greedy, Generator? generator, Tensor _uniforms) -> (Tensor, SymInt)",
+    "_drawn_accept(Tensor target_probs, Tensor? draft_probs, Tensor draft_tokens, Generator? generator, str method, Tensor? uniforms, Tensor _uniforms) -> (SymInt, SymInt)",
+    "_drawn_sample(Tensor logits, float temperature, int top_k, float top_p, float min_p, Generator? generator, Tensor? uniforms, Tensor _uniforms) -> Tensor",
+    "_drawn_accept_logits(Tensor target_logits, Tensor? draft_logits, Tensor draft_tokens, float temperature, int top_k, float top_p, float min_p, Generator? generator, str method, Tensor? uniforms, Tensor _uniforms) -> (SymInt, SymInt)",
+    "_drawn_verify_tree(Tensor target_logits, Tensor tokens, Tensor parents, Tensor? draft_logits, float temperature, int top_k, float top_p, float min_p, Generator? generator, Tensor? uniforms, Tensor _uniforms) -> (Tensor, SymInt)",
+    "_drawn_verify_tree_probs(Tensor target_probs, Tensor tokens, Tensor parents, Tensor? draft_probs, bool greedy, Generator? generator, Tensor? uniforms, Tensor _uniforms) -> (Tensor, SymInt)",
+    "_drawn_verify_tree_ints(Tensor target_logits, Tensor tokens, int[] parents, Tensor? draft_logits, float temperature, int top_k, float top_p, float min_p, Generator? generator, Tensor? uniforms, Tensor _uniforms) -> (Tensor, SymInt)",
+    "_drawn_verify_tree_probs_ints(Tensor target_probs, Tensor tokens, int[] parents, Tensor? draft_probs, bool greedy, Generator? generator, Tensor? uniforms, Tensor _uniforms) -> (Tensor, SymInt)",
     "_drawn_verify_batch(Tensor target_logits, Tensor draft_tokens, Tensor cu_num_draft_tokens, Tensor? draft_logits, Tensor? temperature, Tensor? top_k, Tensor? top_p, Tensor? min_p, str method, Generator? generator, Generator?[]? generators, Tensor _uniforms) -> (Tensor, Tensor)",
     "_drawn_verify_batch_probs(Tensor target_probs, Tensor draft_tokens, Tensor cu_num_draft_tokens, Tensor? draft_probs, Tensor? greedy, str method, Generator? generator, Generator?[]? generators, Tensor _uniforms) -> (Tensor, Tensor)",
 };
 
-Path verify_tree_with_uniforms(const Tensor& t, const Tensor& tokens, const Tensor& parents, const OptTensor& d,
-                               const Tensor& u, double temperature, int64_t top_k, double top_p, double min_p) {
-  return svs::tree_logits_with_uniforms("verify_tree_with_uniforms", t, tokens, parents, d, u, temperature, top_k,
-                                        top_p, min_p);
-}
-Path verify_tree_with_uniforms_ints(const Tensor& t, const Tensor& tokens, const IntList& parents, const OptTensor& d,
-                                    const Tensor& u, double temperature, int64_t top_k, double top_p, double min_p) {
-  return svs::tree_logits_with_uniforms("verify_tree_with_uniforms", t, tokens, parents, d, u, temperature, top_k,
-                                        top_p, min_p);
-}
-Path verify_tree_probs_with_uniforms(const Tensor& t, const Tensor& tokens, const Tensor& parents, const OptTensor& d,
-                                     const Tensor& u, bool greedy) {
-  return svs::tree_probs_with_uniforms("verify_tree_probs_with_uniforms", t, tokens, parents, d, u, greedy);
-}
-Path verify_tree_probs_with_uniforms_ints(const Tensor& t, const Tensor& tokens, const IntList& parents,
-                                          const OptTensor& d, const Tensor& u, bool greedy) {
-  return svs::tree_probs_with_uniforms("verify_tree_probs_with_uniforms", t, tokens, parents, d, u, greedy);
-}
 Path drawn_verify_tree(const Tensor& t, const Tensor& tokens, const Tensor& parents, const OptTensor& d,
-                       double temperature, int64_t top_k, double top_p, double min_p, const Gen& g, const Tensor& u) {
-  return svs::drawn_tree_logits("verify_tree", t, tokens, parents, d, temperature, top_k, top_p, min_p, g, u);
+                       double temperature, int64_t top_k, double top_p, double min_p, const Gen& g, const OptTensor& given,
+                       const Tensor& u) {
+  return svs::drawn_tree_logits("verify_tree", t, tokens, parents, d, temperature, top_k, top_p, min_p, g, given, u);
 }
 Path drawn_verify_tree_ints(const Tensor& t, const Tensor& tokens, const IntList& parents, const OptTensor& d,
                             double temperature, int64_t top_k, double top_p, double min_p, const Gen& g,
-                            const Tensor& u) {
-  return svs::drawn_tree_logits("verify_tree", t, tokens, parents, d, temperature, top_k, top_p, min_p, g, u);
+                            const OptTensor& given, const Tensor& u) {
+  return svs::drawn_tree_logits("verify_tree", t, tokens, parents, d, temperature, top_k, top_p, min_p, g, given, u);
 }
 Path drawn_verify_tree_probs(const Tensor& t, const Tensor& tokens, const Tensor& parents, const OptTensor& d,
-                             bool greedy, const Gen& g, const Tensor& u) {
-  return svs::drawn_tree_probs("verify_tree_probs", t, tokens, parents, d, greedy, g, u);
+                             bool greedy, const Gen& g, const OptTensor& given, const Tensor& u) {
+  return svs::drawn_tree_probs("verify_tree_probs", t, tokens, parents, d, greedy, g, given, u);
 }
 Path drawn_verify_tree_probs_ints(const Tensor& t, const Tensor& tokens, const IntList& parents, const OptTensor& d,
-                                  bool greedy, const Gen& g, const Tensor& u) {
-  return svs::drawn_tree_probs("verify_tree_probs", t, tokens, parents, d, greedy, g, u);
+                                  bool greedy, const Gen& g, const OptTensor& given, const Tensor& u) {
+  return svs::drawn_tree_probs("verify_tree_probs", t, tokens, parents, d, greedy, g, given, u);
 }
 
 std::string isa() { return svs::kernels().name; }
@@ -117,14 +93,7 @@ void force_isa(std::string name) {
 // The kernels of the tensor ops, for one dispatch key.
 void register_tensor_kernels(torch::stable::detail::StableLibrary& ops) {
   ops.impl("verify_greedy", TORCH_BOX(&svs::verify_greedy));
-  ops.impl("accept_with_uniforms", TORCH_BOX(&svs::accept_with_uniforms));
   ops.impl("warp", TORCH_BOX(&svs::warp));
-  ops.impl("sample_with_uniforms", TORCH_BOX(&svs::sample_with_uniforms));
-  ops.impl("accept_logits_with_uniforms", TORCH_BOX(&svs::accept_logits_with_uniforms));
-  ops.impl("verify_tree_with_uniforms", TORCH_BOX(&verify_tree_with_uniforms));
-  ops.impl("verify_tree_probs_with_uniforms", TORCH_BOX(&verify_tree_probs_with_uniforms));
-  ops.impl("_verify_tree_with_uniforms_ints", TORCH_BOX(&verify_tree_with_uniforms_ints));
-  ops.impl("_verify_tree_probs_with_uniforms_ints", TORCH_BOX(&verify_tree_probs_with_uniforms_ints));
   ops.impl("_row_masses", TORCH_BOX(&svs::row_masses));
   ops.impl("_drawn_accept", TORCH_BOX(&svs::drawn_accept));
   ops.impl("_drawn_sample", TORCH_BOX(&svs::drawn_sample));

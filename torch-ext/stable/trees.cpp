@@ -104,7 +104,10 @@ sv::Outcome run_tree(const TreeArgs& a, const double* uniforms, const sv::WarpPa
 template <class Parents>
 Path drawn_tree_logits(const char* op, const Tensor& target_logits, const Tensor& tokens, const Parents& parents,
                        const OptTensor& draft_logits, double temperature, int64_t top_k, double top_p, double min_p,
-                       const Gen& generator, const Tensor& uniforms) {
+                       const Gen& generator, const OptTensor& given, const Tensor& uniforms) {
+  if (uniforms_given(op, given, generator))
+    return tree_logits_with_uniforms("verify_tree_with_uniforms", target_logits, tokens, parents, draft_logits,
+                                     *given, temperature, top_k, top_p, min_p);
   const sv::WarpParams params = checked_params(op, temperature, top_k, top_p, min_p);
   const bool greedy = params.temperature == 0.0f;
   const TreeArgs a = checked_tree(op, kLogits, target_logits, draft_logits, tokens, parents, greedy);
@@ -136,7 +139,11 @@ Path tree_logits_with_uniforms(const char* op, const Tensor& target_logits, cons
 
 template <class Parents>
 Path drawn_tree_probs(const char* op, const Tensor& target_probs, const Tensor& tokens, const Parents& parents,
-                      const OptTensor& draft_probs, bool greedy, const Gen& generator, const Tensor& uniforms) {
+                      const OptTensor& draft_probs, bool greedy, const Gen& generator, const OptTensor& given,
+                      const Tensor& uniforms) {
+  if (uniforms_given(op, given, generator))
+    return tree_probs_with_uniforms("verify_tree_probs_with_uniforms", target_probs, tokens, parents, draft_probs,
+                                    *given, greedy);
   const TreeArgs a = checked_tree(op, kProbs, target_probs, draft_probs, tokens, parents, greedy);
   std::vector<int64_t> path;
   sv::Outcome out;
@@ -161,21 +168,16 @@ Path tree_probs_with_uniforms(const char* op, const Tensor& target_probs, const 
   return tree_result(out, path);
 }
 
-template Path tree_logits_with_uniforms<Tensor>(const char*, const Tensor&, const Tensor&, const Tensor&,
-                                                const OptTensor&, const Tensor&, double, int64_t, double, double);
-template Path tree_logits_with_uniforms<IntList>(const char*, const Tensor&, const Tensor&, const IntList&,
-                                                 const OptTensor&, const Tensor&, double, int64_t, double, double);
+// The forms torch_binding.cpp calls.
 template Path drawn_tree_logits<Tensor>(const char*, const Tensor&, const Tensor&, const Tensor&, const OptTensor&,
-                                        double, int64_t, double, double, const Gen&, const Tensor&);
+                                        double, int64_t, double, double, const Gen&, const OptTensor&,
+                                        const Tensor&);
 template Path drawn_tree_logits<IntList>(const char*, const Tensor&, const Tensor&, const IntList&, const OptTensor&,
-                                         double, int64_t, double, double, const Gen&, const Tensor&);
-template Path tree_probs_with_uniforms<Tensor>(const char*, const Tensor&, const Tensor&, const Tensor&,
-                                               const OptTensor&, const Tensor&, bool);
-template Path tree_probs_with_uniforms<IntList>(const char*, const Tensor&, const Tensor&, const IntList&,
-                                                const OptTensor&, const Tensor&, bool);
+                                         double, int64_t, double, double, const Gen&, const OptTensor&,
+                                         const Tensor&);
 template Path drawn_tree_probs<Tensor>(const char*, const Tensor&, const Tensor&, const Tensor&, const OptTensor&, bool,
-                                       const Gen&, const Tensor&);
+                                       const Gen&, const OptTensor&, const Tensor&);
 template Path drawn_tree_probs<IntList>(const char*, const Tensor&, const Tensor&, const IntList&, const OptTensor&,
-                                        bool, const Gen&, const Tensor&);
+                                        bool, const Gen&, const OptTensor&, const Tensor&);
 
 }  // namespace spec_verify_stable

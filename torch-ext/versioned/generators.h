@@ -20,6 +20,16 @@ namespace spec_verify_versioned __attribute__((visibility("hidden"))) {
 
 using GeneratorList = c10::List<std::optional<at::Generator>>;
 
+// Whether an op's `uniforms` were given (then they decide the round and nothing is drawn);
+// a generator beside them has nothing to do and is refused.
+inline bool uniforms_given(const char* op, const std::optional<at::Tensor>& uniforms,
+                           const std::optional<at::Generator>& generator) {
+  if (!uniforms.has_value() || !uniforms->defined()) return false;
+  TORCH_CHECK_VALUE(!(generator.has_value() && generator->defined()), "spec_verify.", op,
+                    ": pass uniforms or generator, not both (given uniforms, nothing is drawn)");
+  return true;
+}
+
 // Runs run(uniforms) with `count` float64 uniforms drawn from the generator: the stream
 // torch.rand(count, dtype=torch.float64, generator=generator) gives (one random64() per
 // value, in order), drawn without a tensor. The engine is kept so that a malformed row,

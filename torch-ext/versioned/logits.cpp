@@ -87,6 +87,46 @@ sv::Outcome run_accept_logits(const LogitsArgs& a, const double* uniforms, const
                                  uniforms, a.k, a.vocab, params, a.method);
 }
 
+// The ops with their uniforms given (the Python API's *_with_uniforms, and the names their
+// messages give).
+std::tuple<c10::SymInt, c10::SymInt> accept_given(const at::Tensor& target_probs,
+                                                  const std::optional<at::Tensor>& draft_probs,
+                                                  const at::Tensor& draft_tokens, const at::Tensor& uniforms,
+                                                  c10::string_view method) {
+  const char* op = "accept_with_uniforms";
+  const AcceptArgs a = checked_accept_args(op, target_probs, draft_probs, draft_tokens, method);
+  const at::Tensor u = checked_uniforms(op, uniforms, a.k + 1, "[K+1] = [" + std::to_string(a.k + 1) + "]");
+  const double* ud = u.data_ptr<double>();
+  const sv::Outcome out = run_accept(a, ud);
+  raise_if_bad(op, out);
+  return result(out);
+}
+
+at::Tensor sample_given(const at::Tensor& logits, const at::Tensor& uniforms, double temperature, int64_t top_k,
+                        double top_p, double min_p) {
+  const char* op = "sample_with_uniforms";
+  const sv::WarpParams params = checked_params(op, temperature, top_k, top_p, min_p);
+  const at::Tensor rows = checked_logits(op, "logits", logits);
+  const int64_t n = rows.size(0);
+  const at::Tensor u = row_uniforms(op, logits, uniforms, n);
+  at::Tensor tokens;
+  const sv::Outcome out = sample_into(rows, params, u.data_ptr<double>(), tokens);
+  return sampled(op, logits, out, tokens);
+}
+
+std::tuple<c10::SymInt, c10::SymInt> accept_logits_given(
+    const at::Tensor& target_logits, const std::optional<at::Tensor>& draft_logits,
+    const at::Tensor& draft_tokens, const at::Tensor& uniforms, double temperature, int64_t top_k,
+    double top_p, double min_p, c10::string_view method) {
+  const char* op = "accept_logits_with_uniforms";
+  const sv::WarpParams params = checked_params(op, temperature, top_k, top_p, min_p);
+  const LogitsArgs a = checked_logits_args(op, target_logits, draft_logits, draft_tokens, params, method);
+  const at::Tensor u = checked_uniforms(op, uniforms, a.k + 1, "[K+1] = [" + std::to_string(a.k + 1) + "]");
+  const sv::Outcome out = run_accept_logits(a, u.data_ptr<double>(), params);
+  raise_if_bad(op, out, kLogits);
+  return result(out);
+}
+
 }  // namespace
 
 std::tuple<c10::SymInt, c10::SymInt> verify_greedy(const at::Tensor& target_probs,
@@ -105,24 +145,13 @@ std::tuple<c10::SymInt, c10::SymInt> accept(const at::Tensor& target_probs,
                                             const std::optional<at::Tensor>& draft_probs,
                                             const at::Tensor& draft_tokens,
                                             const std::optional<at::Generator>& generator,
-                                            c10::string_view method) {
+                                            c10::string_view method,
+                                            const std::optional<at::Tensor>& uniforms) {
+  if (uniforms_given("accept", uniforms, generator))
+    return accept_given(target_probs, draft_probs, draft_tokens, *uniforms, method);
   const char* op = "accept";
   const AcceptArgs a = checked_accept_args(op, target_probs, draft_probs, draft_tokens, method);
   const sv::Outcome out = with_uniforms(op, generator, a.k + 1, [&](const double* u) { return run_accept(a, u); });
-  raise_if_bad(op, out);
-  return result(out);
-}
-
-std::tuple<c10::SymInt, c10::SymInt> accept_with_uniforms(const at::Tensor& target_probs,
-                                                          const std::optional<at::Tensor>& draft_probs,
-                                                          const at::Tensor& draft_tokens,
-                                                          const at::Tensor& uniforms,
-                                                          c10::string_view method) {
-  const char* op = "accept_with_uniforms";
-  const AcceptArgs a = checked_accept_args(op, target_probs, draft_probs, draft_tokens, method);
-  const at::Tensor u = checked_uniforms(op, uniforms, a.k + 1, "[K+1] = [" + std::to_string(a.k + 1) + "]");
-  const double* ud = u.data_ptr<double>();
-  const sv::Outcome out = run_accept(a, ud);
   raise_if_bad(op, out);
   return result(out);
 }
@@ -155,7 +184,10 @@ at::Tensor warp(const at::Tensor& logits, double temperature, int64_t top_k, dou
 }
 
 at::Tensor sample(const at::Tensor& logits, double temperature, int64_t top_k, double top_p,
-                  double min_p, const std::optional<at::Generator>& generator) {
+                  double min_p, const std::optional<at::Generator>& generator,
+                  const std::optional<at::Tensor>& uniforms) {
+  if (uniforms_given("sample", uniforms, generator))
+    return sample_given(logits, *uniforms, temperature, top_k, top_p, min_p);
   const char* op = "sample";
   const sv::WarpParams params = checked_params(op, temperature, top_k, top_p, min_p);
   const at::Tensor rows = checked_logits(op, "logits", logits);
@@ -168,43 +200,22 @@ at::Tensor sample(const at::Tensor& logits, double temperature, int64_t top_k, d
   return sampled(op, logits, out, tokens);
 }
 
-at::Tensor sample_with_uniforms(const at::Tensor& logits, const at::Tensor& uniforms,
-                                double temperature, int64_t top_k, double top_p, double min_p) {
-  const char* op = "sample_with_uniforms";
-  const sv::WarpParams params = checked_params(op, temperature, top_k, top_p, min_p);
-  const at::Tensor rows = checked_logits(op, "logits", logits);
-  const int64_t n = rows.size(0);
-  const at::Tensor u = row_uniforms(op, logits, uniforms, n);
-  at::Tensor tokens;
-  const sv::Outcome out = sample_into(rows, params, u.data_ptr<double>(), tokens);
-  return sampled(op, logits, out, tokens);
-}
-
 std::tuple<c10::SymInt, c10::SymInt> accept_logits(const at::Tensor& target_logits,
                                                    const std::optional<at::Tensor>& draft_logits,
                                                    const at::Tensor& draft_tokens, double temperature,
                                                    int64_t top_k, double top_p, double min_p,
                                                    const std::optional<at::Generator>& generator,
-                                                   c10::string_view method) {
+                                                   c10::string_view method,
+                                                   const std::optional<at::Tensor>& uniforms) {
+  if (uniforms_given("accept_logits", uniforms, generator))
+    return accept_logits_given(target_logits, draft_logits, draft_tokens, *uniforms, temperature, top_k, top_p,
+                               min_p, method);
   const char* op = "accept_logits";
   const sv::WarpParams params = checked_params(op, temperature, top_k, top_p, min_p);
   const LogitsArgs a = checked_logits_args(op, target_logits, draft_logits, draft_tokens, params, method);
   const sv::Outcome out =
       a.greedy ? run_accept_logits(a, nullptr, params)
                : with_uniforms(op, generator, a.k + 1, [&](const double* u) { return run_accept_logits(a, u, params); });
-  raise_if_bad(op, out, kLogits);
-  return result(out);
-}
-
-std::tuple<c10::SymInt, c10::SymInt> accept_logits_with_uniforms(
-    const at::Tensor& target_logits, const std::optional<at::Tensor>& draft_logits,
-    const at::Tensor& draft_tokens, const at::Tensor& uniforms, double temperature, int64_t top_k,
-    double top_p, double min_p, c10::string_view method) {
-  const char* op = "accept_logits_with_uniforms";
-  const sv::WarpParams params = checked_params(op, temperature, top_k, top_p, min_p);
-  const LogitsArgs a = checked_logits_args(op, target_logits, draft_logits, draft_tokens, params, method);
-  const at::Tensor u = checked_uniforms(op, uniforms, a.k + 1, "[K+1] = [" + std::to_string(a.k + 1) + "]");
-  const sv::Outcome out = run_accept_logits(a, u.data_ptr<double>(), params);
   raise_if_bad(op, out, kLogits);
   return result(out);
 }

@@ -110,23 +110,8 @@ sv::Outcome run_tree(const TreeArgs& a, const double* uniforms, const sv::WarpPa
                         uniforms, a.vocab, params, path->data());
 }
 
-template <class Parents>
-std::tuple<at::Tensor, c10::SymInt> tree_logits(const char* op, const at::Tensor& target_logits,
-                                                const at::Tensor& tokens, const Parents& parents,
-                                                const std::optional<at::Tensor>& draft_logits, double temperature,
-                                                int64_t top_k, double top_p, double min_p,
-                                                const std::optional<at::Generator>& generator) {
-  const sv::WarpParams params = checked_params(op, temperature, top_k, top_p, min_p);
-  const bool greedy = params.temperature == 0.0f;
-  const TreeArgs a = checked_tree(op, kLogits, target_logits, draft_logits, tokens, parents, greedy);
-  std::vector<int64_t> path;
-  const sv::Outcome out = greedy ? run_tree(a, nullptr, &params, &path)
-                                 : with_uniforms(op, generator, a.n + 1,
-                                                 [&](const double* u) { return run_tree(a, u, &params, &path); });
-  raise_if_bad(op, out, kLogits);
-  return tree_result(out, path);
-}
-
+// The tree ops with their uniforms given (the Python API's *_with_uniforms, the names their
+// messages give).
 template <class Parents>
 std::tuple<at::Tensor, c10::SymInt> tree_logits_with_uniforms(const char* op, const at::Tensor& target_logits,
                                                               const at::Tensor& tokens, const Parents& parents,
@@ -144,20 +129,6 @@ std::tuple<at::Tensor, c10::SymInt> tree_logits_with_uniforms(const char* op, co
 }
 
 template <class Parents>
-std::tuple<at::Tensor, c10::SymInt> tree_probs(const char* op, const at::Tensor& target_probs,
-                                               const at::Tensor& tokens, const Parents& parents,
-                                               const std::optional<at::Tensor>& draft_probs, bool greedy,
-                                               const std::optional<at::Generator>& generator) {
-  const TreeArgs a = checked_tree(op, kProbs, target_probs, draft_probs, tokens, parents, greedy);
-  std::vector<int64_t> path;
-  const sv::Outcome out = greedy ? run_tree(a, nullptr, nullptr, &path)
-                                 : with_uniforms(op, generator, a.n + 1,
-                                                 [&](const double* u) { return run_tree(a, u, nullptr, &path); });
-  raise_if_bad(op, out, kProbs);
-  return tree_result(out, path);
-}
-
-template <class Parents>
 std::tuple<at::Tensor, c10::SymInt> tree_probs_with_uniforms(const char* op, const at::Tensor& target_probs,
                                                              const at::Tensor& tokens, const Parents& parents,
                                                              const std::optional<at::Tensor>& draft_probs,
@@ -170,72 +141,80 @@ std::tuple<at::Tensor, c10::SymInt> tree_probs_with_uniforms(const char* op, con
   return tree_result(out, path);
 }
 
+template <class Parents>
+std::tuple<at::Tensor, c10::SymInt> tree_logits(const char* op, const at::Tensor& target_logits,
+                                                const at::Tensor& tokens, const Parents& parents,
+                                                const std::optional<at::Tensor>& draft_logits, double temperature,
+                                                int64_t top_k, double top_p, double min_p,
+                                                const std::optional<at::Generator>& generator,
+                                                const std::optional<at::Tensor>& uniforms) {
+  if (uniforms_given(op, uniforms, generator))
+    return tree_logits_with_uniforms("verify_tree_with_uniforms", target_logits, tokens, parents, draft_logits,
+                                     *uniforms, temperature, top_k, top_p, min_p);
+  const sv::WarpParams params = checked_params(op, temperature, top_k, top_p, min_p);
+  const bool greedy = params.temperature == 0.0f;
+  const TreeArgs a = checked_tree(op, kLogits, target_logits, draft_logits, tokens, parents, greedy);
+  std::vector<int64_t> path;
+  const sv::Outcome out = greedy ? run_tree(a, nullptr, &params, &path)
+                                 : with_uniforms(op, generator, a.n + 1,
+                                                 [&](const double* u) { return run_tree(a, u, &params, &path); });
+  raise_if_bad(op, out, kLogits);
+  return tree_result(out, path);
+}
+
+template <class Parents>
+std::tuple<at::Tensor, c10::SymInt> tree_probs(const char* op, const at::Tensor& target_probs,
+                                               const at::Tensor& tokens, const Parents& parents,
+                                               const std::optional<at::Tensor>& draft_probs, bool greedy,
+                                               const std::optional<at::Generator>& generator,
+                                               const std::optional<at::Tensor>& uniforms) {
+  if (uniforms_given(op, uniforms, generator))
+    return tree_probs_with_uniforms("verify_tree_probs_with_uniforms", target_probs, tokens, parents, draft_probs,
+                                    *uniforms, greedy);
+  const TreeArgs a = checked_tree(op, kProbs, target_probs, draft_probs, tokens, parents, greedy);
+  std::vector<int64_t> path;
+  const sv::Outcome out = greedy ? run_tree(a, nullptr, nullptr, &path)
+                                 : with_uniforms(op, generator, a.n + 1,
+                                                 [&](const double* u) { return run_tree(a, u, nullptr, &path); });
+  raise_if_bad(op, out, kProbs);
+  return tree_result(out, path);
+}
+
 }  // namespace
 
 std::tuple<at::Tensor, c10::SymInt> verify_tree(const at::Tensor& target_logits, const at::Tensor& tokens,
                                                 const at::Tensor& parents,
                                                 const std::optional<at::Tensor>& draft_logits, double temperature,
                                                 int64_t top_k, double top_p, double min_p,
-                                                const std::optional<at::Generator>& generator) {
+                                                const std::optional<at::Generator>& generator,
+                                                const std::optional<at::Tensor>& uniforms) {
   return tree_logits("verify_tree", target_logits, tokens, parents, draft_logits, temperature, top_k, top_p, min_p,
-                     generator);
+                     generator, uniforms);
 }
 
 std::tuple<at::Tensor, c10::SymInt> verify_tree_ints(const at::Tensor& target_logits, const at::Tensor& tokens,
                                                      at::IntArrayRef parents,
                                                      const std::optional<at::Tensor>& draft_logits,
                                                      double temperature, int64_t top_k, double top_p, double min_p,
-                                                     const std::optional<at::Generator>& generator) {
+                                                     const std::optional<at::Generator>& generator,
+                                                     const std::optional<at::Tensor>& uniforms) {
   return tree_logits("verify_tree", target_logits, tokens, parents, draft_logits, temperature, top_k, top_p, min_p,
-                     generator);
-}
-
-std::tuple<at::Tensor, c10::SymInt> verify_tree_with_uniforms(const at::Tensor& target_logits,
-                                                              const at::Tensor& tokens, const at::Tensor& parents,
-                                                              const std::optional<at::Tensor>& draft_logits,
-                                                              const at::Tensor& uniforms, double temperature,
-                                                              int64_t top_k, double top_p, double min_p) {
-  return tree_logits_with_uniforms("verify_tree_with_uniforms", target_logits, tokens, parents, draft_logits,
-                                   uniforms, temperature, top_k, top_p, min_p);
-}
-
-std::tuple<at::Tensor, c10::SymInt> verify_tree_with_uniforms_ints(const at::Tensor& target_logits,
-                                                                   const at::Tensor& tokens, at::IntArrayRef parents,
-                                                                   const std::optional<at::Tensor>& draft_logits,
-                                                                   const at::Tensor& uniforms, double temperature,
-                                                                   int64_t top_k, double top_p, double min_p) {
-  return tree_logits_with_uniforms("verify_tree_with_uniforms", target_logits, tokens, parents, draft_logits,
-                                   uniforms, temperature, top_k, top_p, min_p);
+                     generator, uniforms);
 }
 
 std::tuple<at::Tensor, c10::SymInt> verify_tree_probs(const at::Tensor& target_probs, const at::Tensor& tokens,
                                                       const at::Tensor& parents,
                                                       const std::optional<at::Tensor>& draft_probs, bool greedy,
-                                                      const std::optional<at::Generator>& generator) {
-  return tree_probs("verify_tree_probs", target_probs, tokens, parents, draft_probs, greedy, generator);
+                                                      const std::optional<at::Generator>& generator,
+                                                      const std::optional<at::Tensor>& uniforms) {
+  return tree_probs("verify_tree_probs", target_probs, tokens, parents, draft_probs, greedy, generator, uniforms);
 }
 
 std::tuple<at::Tensor, c10::SymInt> verify_tree_probs_ints(const at::Tensor& target_probs, const at::Tensor& tokens,
                                                            at::IntArrayRef parents,
                                                            const std::optional<at::Tensor>& draft_probs, bool greedy,
-                                                           const std::optional<at::Generator>& generator) {
-  return tree_probs("verify_tree_probs", target_probs, tokens, parents, draft_probs, greedy, generator);
+                                                           const std::optional<at::Generator>& generator,
+                                                           const std::optional<at::Tensor>& uniforms) {
+  return tree_probs("verify_tree_probs", target_probs, tokens, parents, draft_probs, greedy, generator, uniforms);
 }
 
-std::tuple<at::Tensor, c10::SymInt> verify_tree_probs_with_uniforms(const at::Tensor& target_probs,
-                                                                    const at::Tensor& tokens,
-                                                                    const at::Tensor& parents,
-                                                                    const std::optional<at::Tensor>& draft_probs,
-                                                                    const at::Tensor& uniforms, bool greedy) {
-  return tree_probs_with_uniforms("verify_tree_probs_with_uniforms", target_probs, tokens, parents, draft_probs,
-                                  uniforms, greedy);
-}
-
-std::tuple<at::Tensor, c10::SymInt> verify_tree_probs_with_uniforms_ints(const at::Tensor& target_probs,
-                                                                         const at::Tensor& tokens,
-                                                                         at::IntArrayRef parents,
-                                                                         const std::optional<at::Tensor>& draft_probs,
-                                                                         const at::Tensor& uniforms, bool greedy) {
-  return tree_probs_with_uniforms("verify_tree_probs_with_uniforms", target_probs, tokens, parents, draft_probs,
-                                  uniforms, greedy);
-}
