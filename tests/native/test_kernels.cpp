@@ -1003,6 +1003,57 @@ double boundary_uniform(Rng& rng, const std::vector<double>& blocks, double tota
   return u;
 }
 
+// Draws whose threshold u T lands on a canonical running sum (boundary_uniform): from the
+// target row of a round without drafts (K = 0), from the residual of a round rejected at
+// position 0 (p_0(t_0) = 0), and from p_0 without t_0 (one-hot, rejected there); rows of
+// several kinds and scales. Every path gives the scalar path's token.
+void draw_boundary_tests(Rng& rng, const std::vector<const sv::KernelTable*>& kts, int count, int64_t max_n) {
+  const sv::KernelTable& exact = reference();
+  const int fills[] = {kUniform, kSpiky, kSparse, kDenormal, kTies};
+  const double scales[] = {1.0, 0x1p-30, 0x1p40};
+  const sv::Rows none{nullptr, 0};
+  for (int r = 0; r < count; ++r) {
+    const int64_t n = 2 + rng.below(max_n);
+    std::vector<float> p(2 * n), q(n);
+    for (float* row : {p.data(), p.data() + n, q.data()}) {
+      std::vector<float> v = make_row(rng, n, fills[rng.below(5)]);
+      const double scale = scales[rng.below(3)];
+      for (int64_t i = 0; i < n; ++i) row[i] = static_cast<float>(v[i] * scale);
+      row[rng.below(n)] = static_cast<float>(0.5 * scale);
+    }
+    // t_0 a token p_0 gives 0, with some mass left elsewhere.
+    const int64_t t = rng.below(n);
+    p[t] = 0.0f;
+    if (*std::max_element(p.begin(), p.begin() + n) == 0.0f) p[(t + 1) % n] = 0.5f;
+    std::vector<double> blocks(sv::num_blocks(n)), rb(sv::num_blocks(n));
+    double P = 0.0, Q = 0.0, R = 0.0;
+    exact.row_mass(p.data(), n, blocks.data(), &P);
+    exact.row_mass(q.data(), n, rb.data(), &Q);
+    const sv::Rows t_rows{p.data(), n}, d_rows{q.data(), n};
+    const auto same = [&](const sv::Rows& d, const int64_t* tokens, const double* u, int64_t k, const char* what) {
+      const sv::Outcome want = sv::accept_round(exact, t_rows, d, tokens, u, k, n);
+      for (const sv::KernelTable* kt : kts) {
+        const sv::Outcome got = sv::accept_round(*kt, t_rows, d, tokens, u, k, n);
+        check(got.error == want.error && got.n_accepted == want.n_accepted && got.token == want.token,
+              std::string(kt->name) + " draw at a running sum, " + what + ", round " + std::to_string(r) +
+                  " n=" + std::to_string(n));
+      }
+    };
+    // K = 0: the draw from p_0; one-hot rejected at 0: from p_0 without t_0 (p_0(t_0) = 0).
+    const double u0[] = {boundary_uniform(rng, blocks, P, n, [&p](int64_t v) { return p[v]; })};
+    same(none, nullptr, u0, 0, "K = 0");
+    const double u1[] = {0.5, boundary_uniform(rng, blocks, P, n, [&p](int64_t v) { return p[v]; })};
+    same(none, &t, u1, 1, "one-hot, rejected at 0");
+    // With a draft row, rejected at 0: the residual's canonical running sums.
+    float a = 0.0f, b = 0.0f;
+    sv::residual_scales(P, Q, &a, &b);
+    exact.residual_mass(p.data(), q.data(), a, b, n, rb.data(), &R);
+    if (!(R > 0.0)) continue;
+    const double u2[] = {0.5, boundary_uniform(rng, rb, R, n, [&](int64_t v) { return sv::residual_value(p[v], q[v], a, b); })};
+    same(d_rows, &t, u2, 1, "the residual, rejected at 0");
+  }
+}
+
 // The uniforms at one uniform's boundary: bisection on u[j], others as in u, between from
 // and just below 1, for the two adjacent doubles where outcome(u) changes; returns the five
 // uniforms from 2 ulps below the lower to 1 ulp above the upper (index z + 2 for z in
@@ -1819,6 +1870,8 @@ int main(int argc, char** argv) {
   half_round_tests(rng, kts, quick ? 3 : 12, 160000);
   acceptance_boundary_tests(rng, kts, quick ? 200 : 2000, 3000);
   acceptance_boundary_tests(rng, kts, quick ? 4 : 20, 160000);
+  draw_boundary_tests(rng, kts, quick ? 200 : 2000, 3000);
+  draw_boundary_tests(rng, kts, quick ? 6 : 30, 160000);
   block_boundary_tests(rng, kts, quick ? 100 : 1000, 3000);
   block_boundary_tests(rng, kts, quick ? 4 : 20, 160000);
   logits_boundary_rounds(rng, kts, quick ? 200 : 1500, 3000);
