@@ -55,7 +55,7 @@ insn-budget: setup
 # `kernels` in an emulated Python of that architecture and tested there, down to identical
 # results with this machine's (scripts/emulated_tests.sh).
 emulated-env:
-	@$(STAGE) emulated-env scripts/emulated_tests.sh env
+	@PY=$(PY) $(STAGE) emulated-env scripts/emulated_tests.sh env
 
 cross-build: setup emulated-env
 	@PY=$(PY) $(STAGE) cross-build scripts/emulated_tests.sh build
