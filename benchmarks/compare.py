@@ -289,8 +289,7 @@ def accept_cases(sv, paths, v, k, mem, target, draft, n_mix: int, seed: int):
     tok_rej = rej[k + 1:].argmax(-1)
     rej[0, tok_rej[0]] = 0.0
     t_rej, d_rej = rej[: k + 1], rej[k + 1:]
-    # The same with p_0 renormalised to mass 1, as a softmax row would be (Note [Bounded
-    # rejection] then draws the correction from one float32 pass where the path fuses it).
+    # The same with p_0 renormalised to mass 1, as a softmax row would be.
     rej1 = rej.clone()
     rej1[0] /= rej1[0].double().sum().float()
     t_rej1, d_rej1 = rej1[: k + 1], rej1[k + 1:]
