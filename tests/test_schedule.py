@@ -207,6 +207,28 @@ def test_an_adapters_cost_hint_stops_a_costly_draft_before_it_runs(sv):
     assert calls == [] and dec.stats.schedule_reasons == {"prefill": 1, "measure": 1, "never pays": 97, "max_new": 1}
 
 
+def test_a_draft_is_not_probed_on_a_fast_prompt_alone(sv):
+    """A draft model at 0.6 of a target step a token and a prompt at 0.1 of a step a token
+    (two threads on llama.cpp: a batch of many positions is cheap), but a call of a few
+    positions at about 0.7 of a step each (STEEP). On the prompt's cost an extra position
+    looks nearly free, (1 + 0.7 k) / (k + 1) < 1, and a probe would be run (its catch-up on
+    the prompt costing up to 18% of a short run); at the estimated cost of a position
+    (`prior_slope`, 0.5, until one is measured) a token costs (1 + 1.1 k) / (k + 1) >= 1: the
+    draft is never run."""
+    target = ToyLM(16, seed=9)
+    clock = SimClock()
+    right = drafter(target, clock, 0.6 * STEEP(1), right=lambda s: True)
+    step = timed_target(target, clock, STEEP, prefill=0.1 * STEEP(1))
+    schedule = sv.AdaptiveSchedule(clock=clock)
+    schedule.draft_token_hint = lambda: 0.6 * STEEP(1)
+    dec = sv.SpeculativeDecoder(right, step, k=4, schedule=schedule)
+    prompt = [int(t) for t in torch.randint(0, 16, (400,), generator=torch.Generator().manual_seed(1))]
+    out = dec.generate(prompt, max_new=128)
+    assert out == target.greedy_decode(prompt, 128)
+    s = dec.stats
+    assert s.draft_calls == 0 and s.schedule_reasons["never pays"] == 128 - 3, s.schedule_reasons
+
+
 @pytest.mark.parametrize("max_new,probes", [(100, False), (1500, True)])
 def test_a_draft_is_not_probed_where_its_catching_up_cannot_be_repaid(sv, max_new, probes):
     """A draft model at 0.3 of a target step a token, a prompt of 300 tokens at 0.5 of a step

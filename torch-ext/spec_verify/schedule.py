@@ -25,7 +25,7 @@ While it chooses k = 0 it keeps learning:
   sampling, a one-hot draft token t is accepted with probability p(t), the probability
   that the plain step emits t. So shadows estimate the acceptance at no target cost.
 - Any other drafter gets a probe round (k = `probe_k`) after 2, 4, 8, ... 256 rounds of
-  k = 0, unless even a draft that is always accepted could not pay with the costs known, or
+  k = 0, unless even a draft that is always accepted would not pay at the estimated costs, or
   could not repay over the tokens that remain what the draft model's catching up on the
   text it has not seen costs (then it is not run).
 
@@ -242,15 +242,19 @@ class AdaptiveSchedule:
         return self.shadowable and (self._draft_call is None or self._draft_call < self.cheap)
 
     def _never_pays(self, cap: int, remaining: Optional[int]) -> bool:
-        # In units of c(1): the best time per token of drafts that are always accepted, with
-        # the cheapest target costs consistent with the measurements (an extra position at
-        # the prompt's cost per token). Never below 1: drafting cannot pay. Else it cannot
-        # repay, over the tokens that remain, the draft catching up on the text it has not
-        # seen (its tokens at the target's ratio of prompt to decode cost).
+        # In units of c(1): the time per token of drafts that are always accepted, with the
+        # target costs as estimated (measured, interpolated, else `prior_slope` a position
+        # until a call of several positions is measured). Never below 1: drafting does not
+        # pay. Else it cannot repay, over the tokens that remain, the draft catching up on
+        # the text it has not seen (its tokens at the target's ratio of prompt to decode
+        # cost). With the prompt's cost per token for every extra position instead (the
+        # cheapest a position gets), a fast prompt made a first probe look worth its
+        # catch-up where a scored position costs most of a step (two threads, llama.cpp).
         if self._draft_token is None and self.draft_token_hint is None:
             return False
         d, floor = self.draft_cost(1) / self._c1, self._prefill_token or 0.0
-        best = min((1.0 + k * (floor + d)) / (k + 1) for k in range(1, cap + 1))
+        ratios = self._target_ratios(cap + 1)
+        best = min((ratios[k] + k * d) / (k + 1) for k in range(1, cap + 1))
         if best >= 1.0:
             return True
         behind = max(self._length - self._draft_len, 0)
