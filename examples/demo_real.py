@@ -26,7 +26,7 @@ sys.path[:0] = [str(ROOT / "scripts"), str(ROOT / "benchmarks")]
 os.environ.setdefault("LOCAL_KERNELS", f"phanerozoic/spec-verify={ROOT / 'build'}")
 
 import real_models  # noqa: E402
-from e2e import CHAT, cpu_name, fresh, llama_generate, load, parted_at, sv_generate  # noqa: E402
+from e2e import CHAT, cpu_name, fresh, llama_generate, load, parted_at, sv_generate, warm  # noqa: E402
 from e2e_tasks import prompt_ids  # noqa: E402
 
 MAX_NEW = 160
@@ -38,6 +38,10 @@ def run(sv, name: str = "gemma3", task: str = "code edit", threads: int = 1) -> 
     prompt = prompt_ids(llm, task, CHAT[name])
     print(f"\n{real_models.MODELS[name].about} through llama.cpp, {threads} thread(s) of {cpu_name()}")
     print(f"task: {task} ({len(prompt)} prompt tokens), greedy, {MAX_NEW} new tokens, each run from an empty cache")
+    # A short plain generation first touches the weights: the schedule keeps the costs it
+    # measures across generations, and a 17-position call timed on cold weights can cost
+    # twice its warm price, enough to make it look as if speculation never pays.
+    warm(llm)
     dec = sv.llama_cpp.prompt_lookup_decoder(llm, temperature=0.0)  # k <= 16, chosen each round
     runs = {"plain": [], "spec": []}
     for _ in range(2):  # interleaved; the second of each is shown (the first touches the weights)
