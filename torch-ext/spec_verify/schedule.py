@@ -179,11 +179,13 @@ class AdaptiveSchedule:
             total += reach
         return total
 
-    def rates(self, cap: int) -> List[float]:
-        """Estimated tokens per second of rounds proposing k, for k = 0..cap, in O(cap)."""
+    def rates(self, cap: int, ratios: Optional[List[float]] = None) -> List[float]:
+        """Estimated tokens per second of rounds proposing k, for k = 0..cap, in O(cap)
+        (`ratios`: `_target_ratios(cap + 1)` if the caller has them)."""
         if self._c1 is None:
             return [math.nan] * (cap + 1)
-        ratios, draft = self._target_ratios(cap + 1), self.draft_cost(1)
+        ratios = self._target_ratios(cap + 1) if ratios is None else ratios
+        draft = self.draft_cost(1)
         out, total, reach = [], 1.0, 1.0
         for k, a in enumerate([1.0] + self.alphas(cap)):
             if k:
@@ -219,7 +221,8 @@ class AdaptiveSchedule:
             return 0, "max_new", False
         if self._c1 is None:
             return 0, "measure", self.shadowable and self._shadow is None
-        rates = self.rates(cap)
+        ratios = self._target_ratios(cap + 1)  # shared by the rates and the never-pays test
+        rates = self.rates(cap, ratios)
         plain = rates[0]
         best_k, best = 0, plain * (1.0 + self.margin)
         for k in range(1, cap + 1):
@@ -230,7 +233,7 @@ class AdaptiveSchedule:
             return best_k, "pays", False
         if self._shadowing():
             return 0, "no gain", self._shadow is None
-        if self._never_pays(cap, remaining):
+        if self._never_pays(cap, remaining, ratios):
             return 0, "never pays", False
         self._since_probe += 1
         if self._since_probe >= self._gap:
@@ -241,7 +244,7 @@ class AdaptiveSchedule:
     def _shadowing(self) -> bool:
         return self.shadowable and (self._draft_call is None or self._draft_call < self.cheap)
 
-    def _never_pays(self, cap: int, remaining: Optional[int]) -> bool:
+    def _never_pays(self, cap: int, remaining: Optional[int], ratios: List[float]) -> bool:
         # In units of c(1): the time per token of drafts that are always accepted, with the
         # target costs as estimated (measured, interpolated, else `prior_slope` a position
         # until a call of several positions is measured). Never below 1: drafting does not
@@ -253,7 +256,6 @@ class AdaptiveSchedule:
         if self._draft_token is None and self.draft_token_hint is None:
             return False
         d, floor = self.draft_cost(1) / self._c1, self._prefill_token or 0.0
-        ratios = self._target_ratios(cap + 1)
         best = min((ratios[k] + k * d) / (k + 1) for k in range(1, cap + 1))
         if best >= 1.0:
             return True
