@@ -179,6 +179,45 @@ def test_a_cost_measured_only_at_small_n_does_not_hide_larger_ones(sv):
     assert (clock.ns - start) * 1e-9 < 0.97 * (len(PROMPT) * 0.0002 + 399 * CONCAVE(1))
 
 
+def test_one_slow_call_does_not_keep_a_copy_at_plain_steps(sv):
+    """A copying drafter (shadowed, always right) on concave costs, but the first call of
+    several positions takes 4x its cost (cold weights, another process): measured at that,
+    every k looks slower than plain decoding, and without a recheck the kept cost is never
+    measured again (k = 0 to the end; this test failed so). A recheck after 16 rounds of
+    k = 0 measures it anew and speculation resumes."""
+    target = ToyLM(16, seed=10)
+    clock = SimClock()
+    slow = {"first": True}
+
+    def cost(n):
+        if n > 1 and slow["first"]:
+            slow["first"] = False
+            return 4 * CONCAVE(n)
+        return CONCAVE(n)
+    right = drafter(target, clock, 0.0, right=lambda s: True, shadowable=True)
+    dec = decoder(sv, target, clock, cost, right)
+    out = dec.generate(PROMPT, max_new=300)
+    assert out == target.greedy_decode(PROMPT, 300)
+    s, log = dec.stats, dec.schedule.log
+    assert not slow["first"] and s.schedule_reasons.get("recheck", 0) >= 1, s.schedule_reasons
+    late = log[len(log) // 2:-2]  # the last rounds: capped by max_new
+    assert late and all(k == 8 for k in late), log
+    assert dec.schedule.target_cost(9) == pytest.approx(CONCAVE(9))
+
+
+def test_a_recheck_is_not_run_where_the_shadows_see_no_copy(sv):
+    """A shadowed drafter right at one position in 20, on steep costs: even at the prompt's
+    cost a position (0.2 of a step) no k pays at the shadows' acceptance, so no recheck
+    round is run."""
+    target = ToyLM(16, seed=11)
+    clock = SimClock()
+    rarely = drafter(target, clock, 0.0, right=lambda s: len(s) % 20 == 0, shadowable=True)
+    dec = decoder(sv, target, clock, STEEP, rarely)
+    out = dec.generate(PROMPT, max_new=300)
+    assert out == target.greedy_decode(PROMPT, 300)
+    assert dec.stats.schedule_reasons.get("recheck", 0) == 0, dec.stats.schedule_reasons
+
+
 def test_a_draft_as_costly_as_the_target_stops_drafting(sv):
     target = ToyLM(16, seed=4)
     clock = SimClock()

@@ -83,7 +83,7 @@ class DecodeStats(_RateStats):
             k = 0..k (the drafter may then propose fewer: `proposed_length_counts`).
         schedule_reasons (`Dict[str, int]`): rounds by the reason for their k
             (`spec_verify.schedule.REASONS`: "prefill", "measure", "pays", "no gain",
-            "probe", "never pays", "max_new", "constant").
+            "recheck", "probe", "never pays", "max_new", "constant").
         costs (`dict`): the adaptive schedule's measurements when the generation stopped
             (`AdaptiveSchedule.costs()`); empty under `schedule="constant"`.
     """

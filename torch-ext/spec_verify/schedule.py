@@ -19,11 +19,14 @@ faster.
 While it chooses k = 0 it keeps learning:
 - A drafter that says it may be shadowed (`shadowable = True`, as `PromptLookup` does: it
   proposes without probabilities, and a call costs under `cheap` of a target step) is still
-  called, and its proposal is compared
-  with the tokens the plain steps then emit ("shadow" proposals). With greedy decoding a
-  proposed token matches the emitted one exactly when verification would accept it; when
-  sampling, a one-hot draft token t is accepted with probability p(t), the probability
-  that the plain step emits t. So shadows estimate the acceptance at no target cost.
+  called, and its proposal is compared with the tokens the plain steps then emit ("shadow"
+  proposals). With greedy decoding a proposed token matches the emitted one exactly when
+  verification would accept it; when sampling, a one-hot draft token t is accepted with
+  probability p(t), the probability that the plain step emits t. So shadows estimate the
+  acceptance at no target cost. A measured cost that is high keeps its k off for good, since
+  a k not run is not measured again: so after 16, 32, ... 256 rounds of k = 0 a "recheck"
+  round runs the k that the shadows' acceptance makes best at the cheapest a position costs
+  (the prompt's rate), if it would pay there, and its measurement replaces a higher kept cost.
 - Any other drafter gets a probe round (k = `probe_k`) after 2, 4, 8, ... 256 rounds of
   k = 0, unless even a draft that is always accepted would not pay at the estimated costs, or
   could not repay over the tokens that remain what the draft model's catching up on the
@@ -50,7 +53,7 @@ def _settle(old: Optional[float], new: float) -> float:
     return new if old is None else 0.7 * old + 0.3 * new
 
 
-REASONS = ("prefill", "measure", "pays", "no gain", "probe", "never pays", "max_new", "constant")
+REASONS = ("prefill", "measure", "pays", "no gain", "recheck", "probe", "never pays", "max_new", "constant")
 
 
 class AdaptiveSchedule:
@@ -107,6 +110,8 @@ class AdaptiveSchedule:
         self._dec: List[float] = []
         self._since_probe = 0
         self._gap = 2
+        self._since_recheck, self._recheck_gap = 0, 16
+        self._rechecking = False  # whether this round is a recheck
         self._draft_calls = 0
         self._length = self._draft_len = 0  # the prefix's length now, and at the last draft call
         self._prompt: Optional[Tuple[float, int]] = None  # the prompt round's (seconds, tokens)
@@ -232,6 +237,9 @@ class AdaptiveSchedule:
             self._since_probe, self._gap = 0, 2
             return best_k, "pays", False
         if self._shadowing():
+            k = self._recheck(cap, ratios)
+            if k:
+                return k, "recheck", False
             return 0, "no gain", self._shadow is None
         if self._never_pays(cap, remaining, ratios):
             return 0, "never pays", False
@@ -240,6 +248,28 @@ class AdaptiveSchedule:
             self._since_probe, self._gap = 0, min(2 * self._gap, 256)
             return min(self.probe_k, cap), "probe", False
         return 0, "no gain", False
+
+    def _recheck(self, cap: int, ratios: List[float]) -> int:
+        # A cost that keeps its k off is never measured again, and one slow call (cold
+        # weights, another process) had kept Gemma 3's code edit at k = 0 for whole runs while
+        # the shadows saw every copy. So after 16, 32, ... 256 rounds of k = 0 the k that the
+        # shadows' acceptance makes best at the cheapest costs a position can have (the
+        # prompt's, `floor`) is run, if it would pay there and is not already estimated at
+        # that cost; its measurement replaces a higher kept one (observe_target).
+        self._since_recheck += 1
+        if self._since_recheck < self._recheck_gap or self._prefill_token is None:
+            return 0
+        self._since_recheck, self._recheck_gap = 0, min(2 * self._recheck_gap, 256)
+        d, floor = self.draft_cost(1) / self._c1, self._prefill_token
+        best_k, best, total, reach = 0, 1.0 + self.margin, 1.0, 1.0
+        for k, a in enumerate(self.alphas(cap), start=1):
+            reach *= a
+            total += reach
+            low = 1.0 + floor * k
+            if ratios[k] > low and total / (low + k * d) > best:
+                best_k, best = k, total / (low + k * d)
+        self._rechecking = best_k > 0
+        return best_k
 
     def _shadowing(self) -> bool:
         return self.shadowable and (self._draft_call is None or self._draft_call < self.cheap)
@@ -278,7 +308,11 @@ class AdaptiveSchedule:
                     self._prefill_token = floor if self._prefill_token is None else min(self._prefill_token, floor)
                 self._prompt = None
         elif self._c1 is not None:
-            self._ratio[positions] = _settle(self._ratio.get(positions), seconds / self._c1)
+            ratio = _settle(self._ratio.get(positions), seconds / self._c1)
+            if self._rechecking:  # a kept cost that kept this k off: a lower one replaces it
+                ratio = min(self._ratio.get(positions, math.inf), seconds / self._c1)
+            self._ratio[positions] = ratio
+        self._rechecking = False
 
     def observe_draft(self, k: int, seconds: float) -> None:
         """A draft call asked for k tokens and took `seconds`."""
