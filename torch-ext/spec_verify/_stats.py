@@ -82,8 +82,8 @@ class DecodeStats(_RateStats):
         chosen_length_counts (`List[int]`): rounds by the proposal length the schedule chose,
             k = 0..k (the drafter may then propose fewer: `proposed_length_counts`).
         schedule_reasons (`Dict[str, int]`): rounds by the reason for their k
-            (`spec_verify.schedule.REASONS`: "prefill", "measure", "pays", "no gain",
-            "recheck", "probe", "never pays", "max_new", "constant").
+            (`spec_verify.schedule.REASONS`: "prefill", "measure", "pays", "refresh",
+            "no gain", "recheck", "probe", "never pays", "max_new", "constant").
         costs (`dict`): the adaptive schedule's measurements when the generation stopped
             (`AdaptiveSchedule.costs()`); empty under `schedule="constant"`.
     """

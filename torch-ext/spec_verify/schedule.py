@@ -32,6 +32,12 @@ While it chooses k = 0 it keeps learning:
   could not repay over the tokens that remain what the draft model's catching up on the
   text it has not seen costs (then it is not run).
 
+While it chooses k > 0, c(1) is not measured, and every cost is kept in its units: a c(1)
+measured high (another process during the first plain steps) makes every drafted round look
+cheaper than it is, and a draft that loses kept running for whole runs. So after 16, 32, ...
+256 rounds of k > 0 in a row a "refresh" round is a plain step, and a lower c(1) it measures
+replaces the kept one.
+
 Why the output law does not change. The k of a round is a function of the past only:
 earlier tokens, earlier proposals and measured times, none of which depends on the
 uniforms of this or later rounds. Greedy verification emits the target's greedy tokens
@@ -53,7 +59,8 @@ def _settle(old: Optional[float], new: float) -> float:
     return new if old is None else 0.7 * old + 0.3 * new
 
 
-REASONS = ("prefill", "measure", "pays", "no gain", "recheck", "probe", "never pays", "max_new", "constant")
+REASONS = ("prefill", "measure", "pays", "refresh", "no gain", "recheck", "probe", "never pays", "max_new",
+           "constant")
 
 
 class AdaptiveSchedule:
@@ -112,6 +119,8 @@ class AdaptiveSchedule:
         self._gap = 2
         self._since_recheck, self._recheck_gap = 0, 16
         self._rechecking = False  # whether this round is a recheck
+        self._since_plain, self._refresh_gap = 0, 16  # rounds of k > 0 in a row; the next refresh
+        self._refreshing = False  # whether this round is a refresh
         self._draft_calls = 0
         self._length = self._draft_len = 0  # the prefix's length now, and at the last draft call
         self._prompt: Optional[Tuple[float, int]] = None  # the prompt round's (seconds, tokens)
@@ -235,7 +244,12 @@ class AdaptiveSchedule:
                 best_k, best = k, rates[k]
         if best_k:
             self._since_probe, self._gap = 0, 2
-            return best_k, "pays", False
+            self._since_plain += 1
+            if self._since_plain <= self._refresh_gap:
+                return best_k, "pays", False
+            self._refresh_gap = min(2 * self._refresh_gap, 256)
+            self._refreshing = True
+            return 0, "refresh", False
         if self._shadowing():
             k = self._recheck(cap, ratios)
             if k:
@@ -300,7 +314,11 @@ class AdaptiveSchedule:
             self._prompt = (seconds, prompt_tokens)
             return
         if positions == 1:
-            self._c1 = _settle(self._c1, seconds)
+            self._since_plain = 0
+            if self._refreshing and self._c1 is not None and seconds < self._c1:
+                self._c1 = seconds  # a kept c(1) that kept a draft on: a lower one replaces it
+            else:
+                self._c1 = _settle(self._c1, seconds)
             if self._prompt is not None:  # the prompt's cost per token, once c(1) is known
                 t, n = self._prompt
                 if n > 0:  # the least seen: a first call also pays for touching the weights
@@ -312,7 +330,7 @@ class AdaptiveSchedule:
             if self._rechecking:  # a kept cost that kept this k off: a lower one replaces it
                 ratio = min(self._ratio.get(positions, math.inf), seconds / self._c1)
             self._ratio[positions] = ratio
-        self._rechecking = False
+        self._rechecking = self._refreshing = False
 
     def observe_draft(self, k: int, seconds: float) -> None:
         """A draft call asked for k tokens and took `seconds`."""
