@@ -31,7 +31,7 @@ torch/csrc/stable and torch/headeronly only, compiled with TORCH_TARGET_VERSION 
 kernel-builder builds build.toml's `[torch.stable-abi] cpu = "2.13"`: the one variant
 torch-stable-abi213-cpu-<arch>-linux, which `kernels` loads on torch 2.13 and every later
 torch. Against an older torch (2.12 for its users, 2.10 for the emulated aarch64 tests) it is
-torch-ext/torch_binding.cpp with torch-ext/versioned/ (build_sources.VERSIONED_BINDING),
+versioned/ (build_sources.VERSIONED_BINDING),
 torch<MAJ><MIN>-cxx11-cpu-<arch>-linux. --stable-abi X.Y and
 --versioned choose explicitly.
 """
@@ -112,7 +112,8 @@ def kernel_id() -> str:
     except (subprocess.CalledProcessError, FileNotFoundError):
         # Not a git checkout (a source tarball): name the build by its sources instead.
         digest = hashlib.sha1()
-        for f in sorted((ROOT / "csrc").glob("*")) + sorted((ROOT / "torch-ext").rglob("*.[ch]*")):
+        sources = sorted((ROOT / "csrc").glob("*")) + sorted((ROOT / "torch-ext").rglob("*.[ch]*"))
+        for f in sources + sorted((ROOT / "versioned").glob("*")):
             digest.update(f.read_bytes())
         return digest.hexdigest()[:7]
     return tree + ("_dirty" if dirty else "")
@@ -212,7 +213,7 @@ def main() -> int:
                     help=f"build the stable-ABI binding (torch-ext/stable/) for torch X.Y and later "
                          f"(default: {STABLE_ABI} against torch {STABLE_ABI} or later)")
     ap.add_argument("--versioned", action="store_true",
-                    help="build the versioned binding (torch-ext/torch_binding.cpp and torch-ext/versioned/) "
+                    help="build the versioned binding (versioned/) "
                          "for the given torch only, whatever its version")
     args = ap.parse_args()
     start = time.monotonic()

@@ -70,20 +70,20 @@ def kernel_cpp(config: dict | None = None) -> list[str]:
 
 
 # The binding of the versioned variants (torch212-cxx11-*: scripts/variants.sh builds them):
-# the registry torch-ext/torch_binding.cpp and the files of torch-ext/versioned/.
+# the registry versioned/torch_binding.cpp and the files beside it, outside torch-ext/.
 # kernel-builder builds build.toml's stable-ABI binding only, so these are in no src list.
 VERSIONED_BINDING = [
-    "torch-ext/torch_binding.cpp",
-    "torch-ext/versioned/ops.h",
-    "torch-ext/versioned/checks.h",
-    "torch-ext/versioned/checks.cpp",
-    "torch-ext/versioned/generators.h",
-    "torch-ext/versioned/generators.cpp",
-    "torch-ext/versioned/logits_args.h",
-    "torch-ext/versioned/logits_args.cpp",
-    "torch-ext/versioned/logits.cpp",
-    "torch-ext/versioned/trees.cpp",
-    "torch-ext/versioned/batches.cpp",
+    "versioned/torch_binding.cpp",
+    "versioned/ops.h",
+    "versioned/checks.h",
+    "versioned/checks.cpp",
+    "versioned/generators.h",
+    "versioned/generators.cpp",
+    "versioned/logits_args.h",
+    "versioned/logits_args.cpp",
+    "versioned/logits.cpp",
+    "versioned/trees.cpp",
+    "versioned/batches.cpp",
 ]
 
 

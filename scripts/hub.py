@@ -8,7 +8,7 @@ this repository's build/ (the release variants torch212-cxx11 and torch-stable-a
 x86-64 and aarch64 are required; any other built variant, such as the torch 2.10 aarch64 one,
 goes along),
 README.md (the model card, front matter included), media/, LICENSE, build.toml, flake.nix,
-the sources (csrc/, torch-ext/) and the documents the card links to. Then it checks:
+the sources (csrc/, torch-ext/, versioned/) and the documents the card links to. Then it checks:
 - every variant with scripts/abi_check.py (manylinux_2_28, Python ABI 3.9, exports,
   metadata.json, _ops.py), all built from the same clean tree (one id, no `_dirty`);
 - the card's front matter (library_name: kernels, the license of build.toml) and that every
@@ -35,7 +35,7 @@ REPO_ID = "phanerozoic/spec-verify"
 RELEASE = [f"{t}-cpu-{a}-linux" for t in ("torch212-cxx11", "torch-stable-abi213") for a in ("x86_64", "aarch64")]
 VARIANT = re.compile(r"^torch(\d+-cxx11|-stable-abi\d+)-cpu-(x86_64|aarch64)-linux$")
 FILES = ["README.md", "LICENSE", "build.toml", "flake.nix", "DESIGN.md", "benchmarks/README.md"]
-TREES = ["media", "csrc", "torch-ext", "benchmarks/results"]
+TREES = ["media", "csrc", "torch-ext", "versioned", "benchmarks/results"]
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "_ops.py", "registration.h")
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The release variants on x86-64 and aarch64, each built by scripts/build.py against a torch
-# wheel from PyPI: torch212-cxx11-cpu-<arch>-linux (torch-ext/torch_binding.cpp and
-# torch-ext/versioned/, for torch 2.12 only) and torch-stable-abi213-cpu-<arch>-linux
+# wheel from PyPI: torch212-cxx11-cpu-<arch>-linux (versioned/,
+# for torch 2.12 only) and torch-stable-abi213-cpu-<arch>-linux
 # (torch-ext/stable/, for torch 2.13 and every later torch).
 #
 #   scripts/variants.sh build   fetch each wheel (pip download --no-deps, cached), unpack its

@@ -24,7 +24,7 @@ ANY_STRING = r'"(?:[^"\\]|\\.)*"'
 
 
 def versioned_schemas() -> list:
-    text = (ROOT / "torch-ext" / "torch_binding.cpp").read_text()
+    text = (ROOT / "versioned" / "torch_binding.cpp").read_text()
     body = text[text.index("TORCH_LIBRARY_EXPAND"):]
     return ["".join(re.findall(STRING, d)) for d in re.findall(r'ops\.def\(((?:' + ANY_STRING + r'\s*)+)', body)]
 

@@ -1,7 +1,7 @@
 // The binding on the LibTorch stable ABI (torch/csrc/stable, torch/headeronly): the registry
 // of schemas and kernels. Built by `scripts/build.py --stable-abi 2.13` into
 // torch-stable-abi213-cpu-<arch>-linux, which `kernels` loads on torch 2.13 and every later
-// torch. The schemas are torch-ext/torch_binding.cpp's, word for word
+// torch. The schemas are versioned/torch_binding.cpp's, word for word
 // (tests/test_stable_abi.py compares them); the kernels are in logits.cpp, trees.cpp and
 // batch.cpp, their checks in checks.cpp and logits_args.cpp.
 //

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "registration.h"
-#include "versioned/checks.h"
-#include "versioned/ops.h"
+#include "checks.h"
+#include "ops.h"
 
 namespace sv = spec_verify;
 
