@@ -5,9 +5,10 @@
 Run as a script (tests/test_memory.py starts it in a subprocess with MALLOC_ARENA_MAX=2, so
 the measured process holds nothing but the kernel and one family at a time): each family's
 call runs `warm` times (every lazy allocation done: the kernel's thread-local scratch, the
-batch thread pool, torch's caches, Python's free lists), then `calls` times; before each of
-the two readings the garbage collector runs and `malloc_trim(0)` returns free heap pages.
-Three readings per family, each a difference divided by the calls:
+batch thread pool, torch's caches, Python's free lists), then two windows of `calls` calls;
+before each reading the garbage collector runs and `malloc_trim(0)` returns free heap pages.
+Three readings per family, each the least over the windows of its difference divided by the
+calls (a leak grows every window; a one-off resize or cache fill falls in one):
   heap   bytes in use by malloc (glibc's mallinfo2: uordblks + hblkhd, over every arena):
          exact to the byte, the figure a leaked C++ object or std::string moves;
   blocks Python objects alive (sys.getallocatedblocks): a leaked Python object of any size;
@@ -52,7 +53,8 @@ def readings():
 
 
 def _families(sv):
-    """name -> (call, calls per unit): a call of the family, with its inputs made once."""
+    """name -> (call, share): a call of the family, with its inputs made once, and the share of
+    the calls asked for that it is measured over."""
     torch.manual_seed(0)
     V, K = 64, 4
     p = torch.rand(K + 1, V) + 0.01
@@ -120,7 +122,7 @@ def _families(sv):
         "ops.verify_batch": lambda: ops.verify_batch(batch_target, batch_tokens, cu, generators=gens),
         "ops.verify_greedy": lambda: ops.verify_greedy(p, toks),
     }
-    return {name: (fn, 1) for name, fn in f.items()} | _decoders(sv)
+    return {name: (fn, 1) for name, fn in f.items()}
 
 
 def _decoders(sv):
@@ -195,24 +197,33 @@ def _transformers_decoders(sv):
     decoders = {
         "transformers pair sampled": sv.transformers.speculative_decoder(draft, target, k=3, temperature=0.9,
                                                                          generator=g),
-        "transformers pair greedy": sv.transformers.speculative_decoder(draft, target, k=3, temperature=0),
-        "transformers lookup": sv.transformers.prompt_lookup_decoder(target, temperature=0.9, generator=g),
+        "transformers lookup greedy": sv.transformers.prompt_lookup_decoder(target, temperature=0),
         "transformers tree": sv.transformers.tree_decoder(draft, target, temperature=0.9, generator=g),
     }
-    return {name: ((lambda d=d: d.generate(prompt, max_new=12)), 1) for name, d in decoders.items()}
+    # A generate costs 10-20 times a toy decoder's: half as many are measured.
+    return {name: ((lambda d=d: d.generate(prompt, max_new=12)), 0.5) for name, d in decoders.items()}
 
 
-def measure(call, calls: int, warm: int) -> dict:
+def measure(call, calls: int, warm: int, windows: int = 2) -> dict:
+    """Growth per call over `windows` consecutive windows of `calls` calls each, after `warm`
+    calls: each reading's least over the windows. A leak grows every window; what a process
+    does once (a dict or free list resized, a cache filled) falls in one window at most."""
     for _ in range(warm):
         call()
-    heap0, blocks0, rss0 = readings()
-    start = time.perf_counter()
-    for _ in range(calls):
-        call()
-    seconds = time.perf_counter() - start
-    heap1, blocks1, rss1 = readings()
-    return {"calls": calls, "heap": (heap1 - heap0) / calls, "blocks": (blocks1 - blocks0) / calls,
-            "rss": (rss1 - rss0) / calls, "seconds": round(seconds, 3)}
+    growth = []
+    seconds = 0.0
+    before = readings()
+    for _ in range(windows):
+        start = time.perf_counter()
+        for _ in range(calls):
+            call()
+        seconds += time.perf_counter() - start
+        after = readings()
+        growth.append([(a - b) / calls for a, b in zip(after, before)])
+        before = after
+    heap, blocks, rss = (min(g[i] for g in growth) for i in range(3))
+    return {"calls": calls, "windows": windows, "heap": heap, "blocks": blocks, "rss": rss,
+            "seconds": round(seconds, 3)}
 
 
 def main(argv=None):
@@ -220,21 +231,30 @@ def main(argv=None):
     ap.add_argument("families", nargs="*")
     ap.add_argument("--calls", type=int, default=20000, help="calls of an op family")
     ap.add_argument("--generates", type=int, default=300, help="calls of a decoder (generate)")
-    ap.add_argument("--warm", type=float, default=0.25, help="warm-up calls, as a fraction of the calls")
+    ap.add_argument("--warm", type=float, default=0.5, help="warm-up calls, as a fraction of the calls")
+    ap.add_argument("--decoder-warm", type=float, default=3.0,
+                    help="warm-up generates, as a fraction of the generates (Python's and torch's caches fill "
+                         "over a few hundred generates)")
+    ap.add_argument("--windows", type=int, default=2, help="windows of calls measured (the least growth counts)")
+    ap.add_argument("--ops", action="store_true", help="every op family")
+    ap.add_argument("--decoders", action="store_true", help="every decoder")
     ap.add_argument("--list", action="store_true")
     args = ap.parse_args(argv)
     from conftest import load_kernel
 
     sv = load_kernel()
-    families = _families(sv)
+    everything = not (args.ops or args.decoders)
+    families = {**(_families(sv) if args.ops or everything else {}),
+                **(_decoders(sv) if args.decoders or everything else {})}
     if args.list:
         print("\n".join(families))
         return
     torch.set_num_threads(1)
     for name in args.families or list(families):
-        call, _ = families[name]
-        n = args.generates if name.startswith(("decoder", "transformers")) else args.calls
-        result = measure(call, n, max(1, int(n * args.warm)))
+        call, share = families[name]
+        is_decoder = name.startswith(("decoder", "transformers"))
+        n = max(1, int(share * (args.generates if is_decoder else args.calls)))
+        result = measure(call, n, max(1, int(n * (args.decoder_warm if is_decoder else args.warm))), args.windows)
         print(json.dumps({"family": name, **result}), flush=True)
 
 
