@@ -64,14 +64,18 @@ def _hammer(calls_per_thread, good, bad, threads=4):
     assert not failures, failures[:3]
 
 
-@pytest.mark.parametrize("op", ["accept", "accept block", "accept_logits", "verify_batch_probs"])
+@pytest.mark.parametrize("op", ["accept", "accept block", "accept mixed", "accept_logits", "verify_batch_probs"])
 def test_raising_calls_never_undo_other_threads_draws(sv, op):
     p, q, toks = _rows(1)
     bad = p.clone()
     bad[0, 0] = float("nan")  # read by every call (row 0): raises after the draw
     g = torch.Generator().manual_seed(123)
     calls = 150
-    if op.startswith("accept") and op != "accept_logits":
+    if op == "accept mixed":  # good calls on the fast path, raising ones through the dispatcher
+        good = lambda: sv.accept(p, q, toks, g)  # noqa: E731
+        raising = lambda: sv.accept(bad, q, toks.tolist(), g, method="block")  # noqa: E731
+        per_call = K + 1
+    elif op.startswith("accept") and op != "accept_logits":
         method = "block" if op.endswith("block") else "token"
         good = lambda: sv.accept(p, q, toks, g, method=method)  # noqa: E731
         raising = lambda: sv.accept(bad, q, toks, g, method=method)  # noqa: E731

@@ -36,14 +36,17 @@ _float64 = torch.float64
 _rand = torch.rand
 _default_generator = torch.default_generator
 
-# A fixed set of locks, a generator's chosen by its identity: a lock per generator without a
-# table that grows with the generators a process makes (torch.Generator takes no attribute
-# and no weak reference). Two generators may share a lock; they then only wait on each other.
+# A fixed set of locks, a generator's chosen by its seed: a lock per generator without a table
+# that grows with the generators a process makes (torch.Generator takes no attribute and no
+# weak reference). Not by the Python object's identity: a call through the dispatcher (list
+# tokens, method="block", ops.* called directly) hands the kernel a new Python object for the
+# same generator. Two generators with seeds alike mod 64 share a lock and only wait on each
+# other; a generator reseeded while another thread's call uses it is not covered.
 _LOCKS = tuple(threading.Lock() for _ in range(64))
 
 
 def _lock(g) -> threading.Lock:
-    return _LOCKS[(id(g) >> 4) % len(_LOCKS)]
+    return _LOCKS[g.initial_seed() % len(_LOCKS)]
 
 
 def is_stable(ops) -> bool:
