@@ -204,6 +204,31 @@ def _transformers_decoders(sv):
     return {name: ((lambda d=d: d.generate(prompt, max_new=12)), 0.4) for name, d in decoders.items()}
 
 
+def _llama_decoders(sv):
+    """The llama.cpp adapter over tests/tiny_gguf.py's pair (`make llama`'s environment)."""
+    import tempfile
+
+    import llama_cpp
+    import tiny_gguf
+
+    folder = Path(tempfile.mkdtemp(prefix="spec-verify-memory-"))
+    target_path, draft_path = tiny_gguf.write_pair(folder)
+
+    def load(path):
+        return llama_cpp.Llama(model_path=str(path), n_ctx=512, n_batch=512, n_threads=1, n_threads_batch=1,
+                               verbose=False)
+
+    target, draft = load(target_path), load(draft_path)
+    prompt = target.tokenize(b"one two three four")
+    g = torch.Generator().manual_seed(3)
+    decoders = {
+        "llama_cpp pair sampled": sv.llama_cpp.speculative_decoder(draft, target, k=3, temperature=0.9, generator=g),
+        "llama_cpp pair greedy": sv.llama_cpp.speculative_decoder(draft, target, k=3, temperature=0),
+        "llama_cpp lookup greedy": sv.llama_cpp.prompt_lookup_decoder(target, temperature=0),
+    }
+    return {name: ((lambda d=d: d.generate(prompt, max_new=12)), 0.4) for name, d in decoders.items()}
+
+
 def measure(call, calls: int, warm: int, windows: int = 2) -> dict:
     """Growth per call over `windows` consecutive windows of `calls` calls each, after `warm`
     calls: each reading's least over the windows. A leak grows every window; what a process
@@ -238,15 +263,17 @@ def main(argv=None):
     ap.add_argument("--windows", type=int, default=2, help="windows of calls measured (the least growth counts)")
     ap.add_argument("--ops", action="store_true", help="every op family")
     ap.add_argument("--decoders", action="store_true", help="every decoder")
+    ap.add_argument("--llama", action="store_true", help="the llama.cpp adapter's decoders (needs llama_cpp)")
     ap.add_argument("--list", action="store_true")
     args = ap.parse_args(argv)
     from conftest import load_kernel
 
     sv = load_kernel()
-    everything = not (args.ops or args.decoders)
+    everything = not (args.ops or args.decoders or args.llama)
     # The op families first, measured before the decoders' models exist (transformers' import
     # makes every garbage collection of the readings slower).
     groups = ([_families] if args.ops or everything else []) + ([_decoders] if args.decoders or everything else [])
+    groups += [_llama_decoders] if args.llama else []
     torch.set_num_threads(1)
     for make in groups:
         families = make(sv)
@@ -255,7 +282,7 @@ def main(argv=None):
             continue
         for name in [n for n in args.families if n in families] if args.families else list(families):
             call, share = families[name]
-            is_decoder = name.startswith(("decoder", "transformers"))
+            is_decoder = name.startswith(("decoder", "transformers", "llama_cpp"))
             n = max(1, int(share * (args.generates if is_decoder else args.calls)))
             result = measure(call, n, max(1, int(n * (args.decoder_warm if is_decoder else args.warm))), args.windows)
             print(json.dumps({"family": name, **result}), flush=True)

@@ -28,6 +28,10 @@ import pytest
 PROBE = Path(__file__).resolve().parent / "memory_probe.py"
 
 
+# About 25 s of CPU in one subprocess: not in `make test-fast`'s tier.
+pytestmark = pytest.mark.slow
+
+
 @pytest.fixture(scope="module")
 def measured():
     """Every family's growth, from one process (one start-up for both tests)."""
