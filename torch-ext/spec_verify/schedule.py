@@ -129,9 +129,6 @@ class AdaptiveSchedule:
         self.shadowable = False  # set by the decoder from its drafter
         self.draft_token_hint: Optional[Callable[[], float]] = None  # an adapter's estimate
         self.confident = False  # set by the decoder: its drafter leaves estimates in `confidences`
-        # Acceptance by position, decayed counts; kept across generations.
-        self._acc: List[float] = []
-        self._dec: List[float] = []
         # Calibration of the drafter's estimates: per bucket of estimates, decayed counts of
         # positions decided, of those accepted, and the sum of their estimates.
         self._cal_n = [0.0] * CALIBRATION_BUCKETS
@@ -140,9 +137,12 @@ class AdaptiveSchedule:
         self.reset()
 
     def reset(self) -> None:
-        """Starts a generation: probes afresh; costs, acceptance and calibration kept (one
-        decoder's requests share a target and usually a kind of text)."""
+        """Starts a generation: acceptance by position and probes afresh; costs and the
+        calibration of a drafter's estimates kept (one decoder's requests share a target, a
+        drafter and usually a kind of text)."""
         self._round = 0
+        self._acc: List[float] = []
+        self._dec: List[float] = []
         self._since_probe = 0
         self._gap = 2
         self._since_recheck, self._recheck_gap = 0, 16
