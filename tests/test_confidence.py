@@ -166,3 +166,25 @@ def test_bad_confidences_are_refused(sv):
         dec = sv.SpeculativeDecoder(Bad(conf), target.target_rows, k=4, schedule="adaptive")
         with pytest.raises(ValueError, match=msg):
             dec.generate([1, 2], max_new=10)
+
+
+def test_prompt_lookup_estimates_follow_its_record(sv):
+    lookup = sv.PromptLookup(max_ngram=2)
+    assert lookup([1, 2, 3, 1, 2], 3) == ([3, 1, 2], None) and lookup.confidences == [0.5] * 3  # no record yet
+    periodic = [1, 2, 3, 4, 5] * 40
+    for end in range(10, 150):
+        lookup(periodic[:end], 4)
+    assert len(lookup.confidences) == 4 and min(lookup.confidences) > 0.9
+    # A bigram always followed by a fresh token: its copies fail at the first position.
+    rng = random.Random(1)
+    text = []
+    for _ in range(60):
+        text += [7, 8, rng.randrange(100, 10_000)]
+    lookup.reset()
+    first = []
+    for end in range(5, len(text) + 1):
+        tokens, _ = lookup(text[:end], 4)
+        if text[end - 2:end] == [7, 8]:
+            first.append(lookup.confidences[0])
+    # The record decays by 0.9 a proposal (a fresh token that repeats an earlier one is copied).
+    assert first[0] > 0.5 and sorted(first)[len(first) // 2] < 0.2 and min(first) < 0.1, first
