@@ -18,9 +18,15 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from typing import Deque, Dict, List, Optional, Sequence, Tuple
+from types import MappingProxyType
+from typing import Deque, List, Mapping, Optional, Sequence, Tuple
 
 from ._api import _index
+
+
+# The children of a node that has none: shared and read-only (most nodes are leaves, and a
+# dict each would cost more than the node).
+_NO_CHILDREN = MappingProxyType({})
 
 
 class _Node:
@@ -28,13 +34,13 @@ class _Node:
 
     __slots__ = ("children", "count", "out", "best", "stamp", "link", "depth", "token")
 
-    def __init__(self, depth: int, link: Optional["_Node"], token: int = -1):
+    def __init__(self, depth: int, link: Optional["_Node"], token: int = -1, stamp: int = 0):
         self.token = token  # the last token of the string
-        self.children: Dict[int, _Node] = {}
-        self.count = 0  # occurrences of the string
+        self.children: Mapping[int, _Node] = _NO_CHILDREN
+        self.count = 1 if stamp else 0  # occurrences of the string (a node is made at its first)
         self.out = 0  # occurrences followed by a token: the sum of the children's counts
         self.best: Optional[_Node] = None  # the child proposed: the most frequent, ties to the most recent
-        self.stamp = 0  # when the string last occurred (a counter of the trie's insertions)
+        self.stamp = stamp  # when the string last occurred (a counter of the trie's insertions)
         self.link = link  # the node of the string without its first token (None at the root)
         self.depth = depth
 
@@ -54,18 +60,23 @@ class _Trie:
         """Counts `token` after each string of `active`: O(len(active)); the new active list."""
         self.clock += 1
         stamp, top, link = self.clock, self.max_depth, self.root
-        new = [self.root]
+        new = [link]
         for node in active:
-            child = node.children.get(token)
+            children = node.children
+            child = children.get(token)
             if child is None:
-                child = node.children[token] = _Node(node.depth + 1, link, token)
-            child.count += 1
-            child.stamp = stamp
+                if children is _NO_CHILDREN:
+                    children = node.children = {}
+                child = children[token] = _Node(node.depth + 1, link, token, stamp)
+                best = node.best
+                if best is None or best.count <= 1:  # ties go to the most recent: this one
+                    node.best = child
+            else:
+                child.count += 1
+                child.stamp = stamp
+                if node.best is not child and child.count >= node.best.count:
+                    node.best = child
             node.out += 1
-            best = node.best
-            # The incremented child is now the most recent: it wins ties.
-            if best is None or best is child or child.count >= best.count:
-                node.best = child
             link = child
             if child.depth < top:
                 new.append(child)
