@@ -194,7 +194,8 @@ def test_costs_and_calibration_carry_across_generations(sv):
     target = ToyLM(16, seed=3, sharpness=3.0)
     clock = SimClock()
     step = timed_target(target, clock, lambda n: 0.001 * (1 + 0.1 * (n - 1)), prefill=0.0001)
-    dec = sv.SpeculativeDecoder(ConfidentDrafter(target, clock, 3), step, k=8, schedule=sv.AdaptiveSchedule(clock=clock))
+    dec = sv.SpeculativeDecoder(ConfidentDrafter(target, clock, 3), step, k=8,
+                                schedule=sv.AdaptiveSchedule(clock=clock))
     dec.generate([1, 2, 3], max_new=60)
     first = dec.stats
     step.reset()
