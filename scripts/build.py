@@ -195,6 +195,30 @@ def run(cmd: list) -> None:
         raise BuildError("failed: " + " ".join(cmd))
 
 
+def link_checked(cmd: list) -> None:
+    """Links, and fails on any symbol no object or library defines but the Python C API's.
+
+    The module's init function calls the running interpreter (PyModule_Create2), which the
+    library must not link (no libpython), so --no-undefined is softened to warnings and the
+    warnings read here: any other undefined symbol (a source left out of build.toml) fails the
+    build now rather than when `kernels` loads the library ("undefined symbol")."""
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.stderr.write(done.stderr)
+        raise BuildError("failed: " + " ".join(cmd))
+    undefined = sorted(set(re.findall(r"undefined reference to `([^']+)'", done.stderr)))
+    missing = [s for s in undefined if not re.match(r"_?Py", s)]
+    if missing:
+        Path(cmd[cmd.index("-o") + 1]).unlink(missing_ok=True)  # --warn-unresolved-symbols wrote it
+        raise BuildError("the library leaves symbols undefined (is a source missing from build.toml's src "
+                         "lists?):\n  " + "\n  ".join(missing))
+    # What else the linker said (its lines around the Python symbol's warning are not news).
+    rest = [line for line in done.stderr.splitlines()
+            if "undefined reference to `" not in line and ": in function `" not in line]
+    if rest:
+        sys.stderr.write("\n".join(rest) + "\n")
+
+
 def write_if_changed(path: Path, text: str) -> None:
     if not path.exists() or path.read_text() != text:
         path.write_text(text)
@@ -209,6 +233,8 @@ def main() -> int:
     ap.add_argument("--python-include", type=Path,
                     help="the target's Python headers (Python.h, pyconfig.h); default: this Python's, natively")
     ap.add_argument("--out", type=Path, default=ROOT / "build")
+    ap.add_argument("--build-toml", type=Path, default=build_sources.BUILD_TOML,
+                    help="the source lists to build from (default: the repository's build.toml)")
     ap.add_argument("--stable-abi", metavar="X.Y",
                     help=f"build the stable-ABI binding (torch-ext/stable/) for torch X.Y and later "
                          f"(default: {STABLE_ABI} against torch {STABLE_ABI} or later)")
@@ -257,7 +283,7 @@ def main() -> int:
     # build.toml's sources, and only those, staged as kernel-builder stages them. Its [torch]
     # list is the stable-ABI binding; the versioned binding (torch212 variants, built by
     # scripts/variants.sh, not by kernel-builder) is build_sources.VERSIONED_BINDING.
-    config = build_sources.load()
+    config = build_sources.load(args.build_toml)
     binding = build_sources.torch_sources(config) if stable else build_sources.VERSIONED_BINDING
     listed = build_sources.kernel_sources(config) + binding
     missing = [f for f in listed if not (ROOT / f).is_file()]
@@ -296,7 +322,10 @@ def main() -> int:
 
     def compile_one(job):
         src, flags = job
-        key = hashlib.sha1(src.read_bytes() + headers + " ".join([args.cxx, *flags]).encode()).hexdigest()[:16]
+        # The key leaves out where the build directory is (an object does not depend on it), so
+        # objects copied from another build directory are found (tests/test_build_sources.py).
+        command = " ".join([args.cxx, *flags]).replace(str(args.out), "<out>")
+        key = hashlib.sha1(src.read_bytes() + headers + command.encode()).hexdigest()[:16]
         obj = obj_dir / f"{src.stem}-{key}.o"
         if obj.exists():
             return obj, False
@@ -317,14 +346,14 @@ def main() -> int:
     link = [args.cxx, "-shared", "-o", str(so), *map(str, objects), f"-Wl,--version-script={EXPORTS_MAP}",
             f"-L{torch_dir / 'lib'}", f"-Wl,-rpath-link,{torch_dir / 'lib'}",
             "-Wl,--no-as-needed", *(["-ltorch_cpu"] if stable else ["-lc10", "-ltorch_cpu", "-ltorch"]),
-            "-Wl,--as-needed"]
+            "-Wl,--as-needed", "-Wl,--no-undefined", "-Wl,--warn-unresolved-symbols"]
     link_key = hashlib.sha1(" ".join(link).encode() + EXPORTS_MAP.read_bytes()).hexdigest()
     link_stamp = obj_dir / "link.key"
     if (compiled or not so.exists() or stale
             or not link_stamp.exists() or link_stamp.read_text() != link_key):
         for p in stale:
             p.unlink()
-        run(link)
+        link_checked(link)
         link_stamp.write_text(link_key)
 
     # The Python package: copy (not link) so the variant directory stands alone, like a Hub variant.

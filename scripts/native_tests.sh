@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The core's native tests (tests/native/test_kernels.cpp): built with the kernel files'
+# The core's native tests (tests/native/test_*.cpp, one file per rule): built with the kernel files'
 # flags and run on this machine (every path its CPU has), then cross-built for the other
 # architecture (scripts/arch.sh) and run under qemu on each of its emulated cores:
 # aarch64 as a Cortex-A72 (armv8.0, a Raspberry Pi 4: any newer instruction traps) and a
@@ -14,7 +14,7 @@ flags=(-std=c++20 -O3 -ffp-contract=off -Wall -Wextra -Icsrc)
 # The kernel's .cpp files as build.toml lists them (what the Hub build compiles).
 mapfile -t kernel_sources < <(python3 scripts/build_sources.py kernel-cpp)
 [[ ${#kernel_sources[@]} -gt 0 ]] || { echo "native_tests.sh: no sources from build.toml" >&2; exit 1; }
-sources=(tests/native/test_kernels.cpp "${kernel_sources[@]}")
+sources=(tests/native/test_*.cpp "${kernel_sources[@]}")
 
 # The other architecture's build goes first, in the background, beside this machine's build
 # and run (two cores: the stage takes the longer of the two, not their sum).

@@ -206,6 +206,27 @@ def test_prompt_lookup_greedy_equals_llama_cpp_greedy_generation(sv, models):
     assert new / calls > 1.0  # random weights repeat themselves: some lookups succeed
 
 
+def test_suffix_decoder_greedy_equals_llama_cpp_greedy_generation(sv, models):
+    _, target, ref = models
+    cache = sv.SuffixCache()
+    # Constant k so that every round drafts (the adaptive schedule may find nothing pays here);
+    # a second decoder on the adaptive schedule shares the cache.
+    dec = sv.llama_cpp.suffix_decoder(target, k=6, temperature=0, cache=cache, schedule="constant")
+    adaptive = sv.llama_cpp.suffix_decoder(target, k=6, temperature=0, cache=cache)
+    assert dec.drafter.cache is cache is adaptive.drafter.cache and dec.target_cache.llm is target
+    calls = new = 0
+    for rep in range(2):  # the second pass drafts from the first pass's outputs too
+        for prompt in prompts(target):
+            expect, gaps = llama_greedy(ref, prompt, 60)
+            agree_or_near_tie(dec.generate(prompt, max_new=60), expect, gaps, len(prompt))
+            calls += dec.stats.target_calls
+            new += dec.stats.new_tokens
+            agree_or_near_tie(adaptive.generate(prompt, max_new=60), expect, gaps, len(prompt))
+    assert len(cache) == 4 * len(prompts(target))
+    print(f"\nsuffix decoding, k = 6: {new / calls:.2f} tokens per target call")
+    assert new / calls > 1.0
+
+
 # The KV caches --------------------------------------------------------------------------------
 
 def test_caches_feed_what_the_prefix_contract_allows(sv, models):

@@ -18,6 +18,14 @@ model last round, everything up to len(prefix) + n is still valid. draft_step is
 called when k = 0 (near max_new, or a decoder made with k = 0). A new generation starts
 again from its prompt.
 
+Two optional drafter attributes. `draft_step.confidences`, read right after each call when
+the schedule is adaptive: one float in [0, 1] per proposed token, the drafter's estimate
+that the token is accepted once the tokens before it were (`SuffixDrafter`, `PromptLookup`);
+the schedule then verifies only the first n tokens, those whose calibrated estimates pay on
+the measured cost curve (`AdaptiveSchedule.cut`), so `target_step` may receive fewer tokens
+than the drafter proposed. `draft_step.end_generation(sequence, prompt_length)`: called once
+at the end of each generation (`SuffixDrafter` adds the output to its cache).
+
 NumPy arrays are taken wherever a tensor is (llama.cpp and other engines hand them out):
 a callback may return its tokens, rows, probs or logits as arrays, and prompts and stop
 tokens may be arrays. They are read through `torch.as_tensor`, which shares the array's
@@ -45,8 +53,8 @@ import torch
 from ._api import _flag, _index, _kind, _token_tensor, _type_name, _warp_params
 from ._chains import accept, verify_greedy
 from ._logits import accept_logits
-from ._decoding import (StopTokens, _check_rows, _check_token_range, _count, _culprit, _Decoder, _dense, _from_array,
-                        _method, _now, _stop_set)
+from ._decoding import (StopTokens, _check_rows, _check_token_range, _count, _culprit, _Decoder, _dense,
+                        _estimates, _from_array, _method, _now, _stop_set)
 from ._from_logits import sampling_draft_step
 from ._stats import DecodeStats
 from .schedule import AdaptiveSchedule
@@ -95,6 +103,7 @@ def _schedule(what: str, schedule, k: int, draft_step) -> Optional[AdaptiveSched
         chosen = AdaptiveSchedule()
     chosen.k_max = k
     chosen.shadowable = getattr(draft_step, "shadowable", False) is True
+    chosen.confident = hasattr(draft_step, "confidences")
     return chosen
 
 
@@ -157,7 +166,8 @@ class SpeculativeDecoder(_Decoder):
         schedule (`str` or `AdaptiveSchedule`, *optional*, defaults to `"adaptive"`): how
             many tokens each round proposes. `"adaptive"` (or an `AdaptiveSchedule` with
             its own parameters): chosen each round in `[0, k]` from the measured costs of
-            both callbacks and the acceptance so far, 0 (a plain target step) where
+            both callbacks and the acceptance so far (for a drafter with `confidences`, from
+            its per-token estimates as calibrated so far), 0 (a plain target step) where
             proposing does not pay (`spec_verify.schedule`; the output law is unchanged).
             `"constant"`: always k, as transformers' `num_assistant_tokens_schedule =
             "constant"`. With the adaptive schedule a drafter with `shadowable = True`
@@ -441,6 +451,10 @@ class SpeculativeDecoder(_Decoder):
         now = _now if schedule is None or schedule.clock is None else schedule.reading
         prompt_len = len(seq)
         reasons, chosen_counts = stats.schedule_reasons, stats.chosen_length_counts
+        # A drafter that learns from whole requests (SuffixDrafter) hears when one ends.
+        end_generation = getattr(self.draft_step, "end_generation", None)
+        if max_new == 0 and end_generation is not None:
+            end_generation(seq, prompt_len)
         while remaining > 0:
             # Never propose past max_new: the round's emitted token is always the last one.
             cap = self.k if self.k < remaining else remaining - 1
@@ -448,8 +462,6 @@ class SpeculativeDecoder(_Decoder):
                 k, reason, shadow = cap, "constant", False
             else:
                 k, reason, shadow = schedule.choose(cap, remaining, len(seq))
-            chosen_counts[k] += 1
-            reasons[reason] = reasons.get(reason, 0) + 1
             t0 = now()
             if k or shadow:
                 out = self.draft_step(list(seq), k or self.k)
@@ -458,6 +470,14 @@ class SpeculativeDecoder(_Decoder):
                 tokens, probs = self._check_draft(out, k or self.k)
                 if schedule is not None:
                     schedule.observe_draft(k or self.k, (t1 - t0) * 1e-9)
+                    if schedule.confident:
+                        estimates = _estimates(self.draft_step, tokens.shape[0])
+                        schedule.drafted(len(seq), tokens.tolist(), estimates)
+                        if reason == "confidence":  # keep the positions that pay
+                            k = schedule.cut(estimates)
+                            reason = "pays" if k else "no gain"
+                            tokens = tokens[:k]
+                            probs = None if probs is None else probs[:k]
                 if shadow:  # compared with what the plain steps emit; nothing is verified
                     schedule.shadow(len(seq), tokens.tolist())
                     tokens, probs = no_tokens, None
@@ -465,6 +485,8 @@ class SpeculativeDecoder(_Decoder):
             else:
                 t1 = t0
                 tokens, probs, j = no_tokens, None, 0
+            chosen_counts[k] += 1
+            reasons[reason] = reasons.get(reason, 0) + 1
             t2 = now()
             rows = self.target_step(list(seq), tokens)
             t3 = now()
@@ -487,6 +509,9 @@ class SpeculativeDecoder(_Decoder):
                 schedule.observe_emitted(seq)
                 if remaining == 0:
                     stats.costs = schedule.costs()
+                    stats.calibration = schedule.calibration()
+            if remaining == 0 and end_generation is not None:
+                end_generation(seq, prompt_len)
             proposed_counts[j] += 1
             accepted_counts[n] += 1
             if n == j:
