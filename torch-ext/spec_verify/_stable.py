@@ -11,6 +11,13 @@ the generator back as it was when that call raises; nothing is drawn where the o
 nothing (temperature 0, greedy). The results and the generator afterwards are those of
 torch_binding.cpp's ops, bit for bit.
 
+Put back, never undone for another thread: each generator's save, draw, op and restore run
+under its lock (`_lock`), as the native binding holds the generator's own mutex across them,
+so no other call of this package draws from that generator in between and a restore can only
+undo the raising call's own draws. What decides how many uniforms are drawn (a batch's running
+totals) is checked before anything is drawn or allocated: malformed totals go to the op
+undrawn, which refuses them with its ValueError.
+
 Nor can a stable kernel raise a TypeError: its type errors (a dtype, a layout) arrive as
 RuntimeErrors with the same text. `typed` turns those back into TypeErrors for the Python
 API; calling an op of `ops` directly shows the RuntimeError.
@@ -20,12 +27,26 @@ is used: `is_stable` is False.
 """
 from __future__ import annotations
 
+import threading
+
 import torch
 
 _EMPTY = torch.empty(0, dtype=torch.float64)
 _float64 = torch.float64
 _rand = torch.rand
 _default_generator = torch.default_generator
+
+# A fixed set of locks, a generator's chosen by its seed: a lock per generator without a table
+# that grows with the generators a process makes (torch.Generator takes no attribute and no
+# weak reference). Not by the Python object's identity: a call through the dispatcher (list
+# tokens, method="block", ops.* called directly) hands the kernel a new Python object for the
+# same generator. Two generators with seeds alike mod 64 share a lock and only wait on each
+# other; a generator reseeded while another thread's call uses it is not covered.
+_LOCKS = tuple(threading.Lock() for _ in range(64))
+
+
+def _lock(g) -> threading.Lock:
+    return _LOCKS[g.initial_seed() % len(_LOCKS)]
 
 
 def is_stable(ops) -> bool:
@@ -67,13 +88,14 @@ def _call(drawn, count, generator, args):
     if count == 0 or gen.device.type != "cpu":
         # Nothing to draw, or the op's own checks raise (a generator off the CPU among them).
         return drawn(*args, _EMPTY)
-    state = gen.get_state()
-    uniforms = _rand(count, dtype=_float64, generator=gen)
-    try:
-        return drawn(*args, uniforms)
-    except BaseException:
-        gen.set_state(state)
-        raise
+    with _lock(gen):
+        state = gen.get_state()
+        uniforms = _rand(count, dtype=_float64, generator=gen)
+        try:
+            return drawn(*args, uniforms)
+        except BaseException:
+            gen.set_state(state)
+            raise
 
 
 def _batch_call(drawn, args, cu, greedy_of, generator, generators):
@@ -88,7 +110,7 @@ def _batch_call(drawn, args, cu, greedy_of, generator, generators):
             totals = None
     except Exception:  # malformed arguments: the op's checks say what is wrong
         totals = None
-    if totals is None:
+    if totals is None or not _valid_totals(totals, args[1]):
         return drawn(*args, _EMPTY)
     plan = []  # (generator, count) per sampled sequence
     before = 0
@@ -103,17 +125,40 @@ def _batch_call(drawn, args, cu, greedy_of, generator, generators):
         plan.append((g, k + 1))
     if not plan:
         return drawn(*args, _EMPTY)
-    saved = {}
-    for g, _ in plan:
-        if id(g) not in saved:
-            saved[id(g)] = (g, g.get_state())
-    uniforms = torch.cat([_rand(n, dtype=_float64, generator=g) for g, n in plan])
+    # Every generator's lock, in the locks' order (two calls sharing generators never wait on
+    # each other's), held across the save, the draw, the op and the restore.
+    locks = sorted({id(lock): lock for lock in (_lock(g) for g, _ in plan)}.items())
+    for _, lock in locks:
+        lock.acquire()
     try:
-        return drawn(*args, uniforms)
-    except BaseException:
-        for g, state in saved.values():
-            g.set_state(state)
-        raise
+        saved = {}
+        for g, _ in plan:
+            if id(g) not in saved:
+                saved[id(g)] = (g, g.get_state())
+        try:
+            uniforms = torch.cat([_rand(n, dtype=_float64, generator=g) for g, n in plan])
+            return drawn(*args, uniforms)
+        except BaseException:
+            for g, state in saved.values():
+                g.set_state(state)
+            raise
+    finally:
+        for _, lock in reversed(locks):
+            lock.release()
+
+
+def _valid_totals(totals, draft_tokens) -> bool:
+    """Whether the running totals are what the op accepts (non-negative, never decreasing,
+    ending at N = len(draft_tokens)), so that the uniforms they ask for, at most N + B, are
+    bounded by the inputs. Else nothing is drawn: the op's checks name what is wrong."""
+    if not (isinstance(draft_tokens, torch.Tensor) and draft_tokens.dim() == 1):
+        return False
+    before = 0
+    for total in totals:
+        if total < before:
+            return False
+        before = total
+    return before == draft_tokens.shape[0]
 
 
 def kernels(ops) -> dict:

@@ -448,7 +448,7 @@ class SpeculativeDecoder(_Decoder):
         no_tokens = torch.empty(0, dtype=torch.int64)
         remaining = max_new
         schedule = self.schedule
-        now = _now if schedule is None or schedule.clock is None else schedule.clock
+        now = _now if schedule is None or schedule.clock is None else schedule.reading
         prompt_len = len(seq)
         reasons, chosen_counts = stats.schedule_reasons, stats.chosen_length_counts
         # A drafter that learns from whole requests (SuffixDrafter) hears when one ends.

@@ -58,6 +58,7 @@ differ from run to run.)
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Callable, Dict, List, Optional, Tuple
 
 def _best_length(alphas: List[float], ratios: List[float], margin: float) -> int:
@@ -105,7 +106,11 @@ class AdaptiveSchedule:
             while its call costs under this fraction of a target step.
         probe_k (`int`, *optional*, defaults to 2): proposal length of a probe round.
         clock (`Callable[[], int]`, *optional*): nanoseconds, the decoder's time source
-            (default `time.perf_counter_ns`); tests give a simulated clock.
+            (default `time.perf_counter_ns`); tests give a simulated clock. A reading that is
+            not a real number is a TypeError, NaN or infinite a ValueError, each naming the
+            clock; a step it measures as zero or negative (a clock that did not advance) is
+            not a measurement: it is left out of the costs and counted in `costs()`'s
+            "unmeasured_steps" (never measured, the costs keep their priors).
 
     Attributes:
         k_max (`int`): set by the decoder: its k.
@@ -158,6 +163,7 @@ class AdaptiveSchedule:
         self._since_plain, self._refresh_gap = 0, 16  # rounds of k > 0 in a row; the next refresh
         self._refreshing = False  # whether this round is a refresh
         self._draft_calls = 0
+        self._unmeasured = 0  # steps this generation the clock measured as <= 0 seconds
         self._length = self._draft_len = 0  # the prefix's length now, and at the last draft call
         self._prompt: Optional[Tuple[float, int]] = None  # the prompt round's (seconds, tokens)
         self._shadow: Optional[Tuple[int, List[int]]] = None  # (start, tokens) awaiting comparison
@@ -255,7 +261,25 @@ class AdaptiveSchedule:
                 "prefill_seconds_per_token": scale(self._prefill_token),
                 "draft_seconds_per_token": scale(self._draft_token),
                 "draft_seconds_per_call": scale(self._draft_call),
-                "alpha_by_position": [round(a, 4) for a in self.alphas(self.k_max)]}
+                "alpha_by_position": [round(a, 4) for a in self.alphas(self.k_max)],
+                "unmeasured_steps": self._unmeasured}
+
+    def reading(self) -> int:
+        """The clock's reading, checked (the decoder's time source when `clock` is given).
+
+        Raises:
+            TypeError: the clock returned something other than a real number.
+            ValueError: the clock returned NaN or an infinity.
+        """
+        value = self.clock()
+        if type(value) is int:
+            return value
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"AdaptiveSchedule: clock() must return a number of nanoseconds, "
+                            f"got {type(value).__name__}")
+        if not math.isfinite(value):
+            raise ValueError(f"AdaptiveSchedule: clock() must return a finite number of nanoseconds, got {value!r}")
+        return value
 
     # The choice -----------------------------------------------------------------------------
 
@@ -434,6 +458,10 @@ class AdaptiveSchedule:
 
     def observe_target(self, positions: int, seconds: float, prompt_tokens: int) -> None:
         """A target call scored `positions` positions in `seconds`."""
+        if not seconds > 0:  # the clock did not advance: no measurement (a c(1) of 0 would divide)
+            self._unmeasured += 1
+            self._rechecking = self._refreshing = False
+            return
         if self._round == 1:  # it evaluated the prompt: a floor on the slope, not c(n)
             self._prompt = (seconds, prompt_tokens)
             return
@@ -462,6 +490,9 @@ class AdaptiveSchedule:
         self._draft_len = self._length + k
         if self._c1 is None or (self._draft_calls == 1 and not self.shadowable):
             return  # a model's first call of a generation catches up on the prompt: not its cost
+        if not seconds > 0:  # the clock did not advance: no measurement
+            self._unmeasured += 1
+            return
         call, per = seconds / self._c1, seconds / k / self._c1
         self._draft_call = call if self._draft_call is None else 0.7 * self._draft_call + 0.3 * call
         self._draft_token = per if self._draft_token is None else 0.7 * self._draft_token + 0.3 * per

@@ -190,7 +190,7 @@ std::tuple<Tensor, Tensor> batch_result(const char* op, const RowNames& names, c
 std::tuple<Tensor, Tensor> drawn_verify_batch(const Tensor& target_logits, const Tensor& draft_tokens,
                                               const Tensor& cu_num_draft_tokens, const OptTensor& draft_logits,
                                               const OptTensor& temperature, const OptTensor& top_k,
-                                              const OptTensor& top_p, const OptTensor& min_p, std::string_view method,
+                                              const OptTensor& top_p, const OptTensor& min_p, const StrArg& method,
                                               const Gen& generator, const GenList& generators,
                                               const Tensor& uniforms) {
   const char* op = "verify_batch";
@@ -202,7 +202,7 @@ std::tuple<Tensor, Tensor> drawn_verify_batch(const Tensor& target_logits, const
 
 std::tuple<Tensor, Tensor> drawn_verify_batch_probs(const Tensor& target_probs, const Tensor& draft_tokens,
                                                     const Tensor& cu_num_draft_tokens, const OptTensor& draft_probs,
-                                                    const OptTensor& greedy, std::string_view method,
+                                                    const OptTensor& greedy, const StrArg& method,
                                                     const Gen& generator, const GenList& generators,
                                                     const Tensor& uniforms) {
   const char* op = "verify_batch_probs";

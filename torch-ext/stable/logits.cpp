@@ -125,7 +125,7 @@ Pair accept_with_uniforms(const Tensor& target_probs, const OptTensor& draft_pro
 }
 
 Pair drawn_accept(const Tensor& target_probs, const OptTensor& draft_probs, const Tensor& draft_tokens,
-                  const Gen& generator, std::string_view method, const OptTensor& given,
+                  const Gen& generator, const StrArg& method, const OptTensor& given,
                   const Tensor& uniforms) {
   const char* op = "accept";
   if (uniforms_given(op, given, generator))
@@ -197,7 +197,7 @@ Tensor sample_with_uniforms(const Tensor& logits, const Tensor& uniforms, double
 
 Pair drawn_accept_logits(const Tensor& target_logits, const OptTensor& draft_logits, const Tensor& draft_tokens,
                          double temperature, int64_t top_k, double top_p, double min_p, const Gen& generator,
-                         std::string_view method, const OptTensor& given, const Tensor& uniforms) {
+                         const StrArg& method, const OptTensor& given, const Tensor& uniforms) {
   const char* op = "accept_logits";
   if (uniforms_given(op, given, generator))
     return accept_logits_with_uniforms(target_logits, draft_logits, draft_tokens, *given, temperature, top_k, top_p,
