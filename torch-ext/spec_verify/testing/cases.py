@@ -6,7 +6,7 @@ all built from a fixed seed, so a case is the same on every run and machine.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import List, Optional
 
 import torch
@@ -34,10 +34,16 @@ class Case:
     draft: Optional[torch.Tensor]
     tokens_from: torch.Tensor
     method: str = "token"
-    law: torch.Tensor = field(init=False, repr=False)
 
-    def __post_init__(self):
-        self.law = case_law(self.target, self.draft, self.tokens_from, self.method)
+    @property
+    def law(self) -> torch.Tensor:
+        """[K+1, V] float64: the exact law of (N, x) (computed once, when first asked)."""
+        if not hasattr(self, "_law"):
+            self._law = self.exact_law()
+        return self._law
+
+    def exact_law(self) -> torch.Tensor:
+        return case_law(self.target, self.draft, self.tokens_from, self.method)
 
     @property
     def k(self) -> int:

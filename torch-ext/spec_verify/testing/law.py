@@ -241,63 +241,69 @@ def noncentral_chi2_sf(x: float, df: int, noncentrality: float) -> float:
     half = noncentrality / 2
     if half == 0:
         return chi2_sf(x, df)
-    top = int(half + 12 * math.sqrt(half) + 60)
-    total = 0.0
-    for j in range(top):
-        weight = math.exp(-half + j * math.log(half) - math.lgamma(j + 1))
-        total += weight * chi2_sf(x, df + 2 * j)
-    return min(total, 1.0)
+    j = torch.arange(int(half + 12 * math.sqrt(half) + 60), dtype=_F64)
+    weights = torch.exp(-half + j * math.log(half) - torch.lgamma(j + 1))
+    tails = torch.special.gammaincc((df + 2 * j) / 2, torch.full_like(j, max(x, 0.0) / 2))
+    return min(float((weights * tails).sum()), 1.0)
 
 
-def power(law: torch.Tensor, alternative: torch.Tensor, rounds: int, p_min: float) -> float:
-    """The probability that the G-test of `rounds` counts drawn from `alternative` rejects `law`
-    at p < p_min: noncentral chi-square with lambda = rounds * sum (alt - law)^2 / law over the
-    pooled cells (the usual large-sample approximation; an alternative putting mass on a cell
-    the law forbids is rejected as soon as one count lands there, which this ignores)."""
+def _pooled(law: torch.Tensor, alternative: torch.Tensor, rounds: int):
+    """Both laws over the G-test's pooled cells (those the law gives positive mass)."""
     law = law.to(_F64).flatten() / law.sum()
     alternative = alternative.to(_F64).flatten() / alternative.sum()
-    expected = law * rounds
-    big = expected >= 5.0
+    big = law * rounds >= 5.0
     lp, ap = law[big], alternative[big]
     if bool((~big).any()):
         lp = torch.cat([lp, law[~big].sum().reshape(1)])
         ap = torch.cat([ap, alternative[~big].sum().reshape(1)])
     keep = lp > 0
-    df = int(keep.sum()) - 1
+    return lp[keep], ap[keep]
+
+
+def power(law: torch.Tensor, alternative: torch.Tensor, rounds: int, p_min: float, critical=None) -> float:
+    """The probability that the G-test of `rounds` counts drawn from `alternative` rejects `law`
+    at p < p_min: noncentral chi-square with lambda = rounds * sum (alt - law)^2 / law over the
+    pooled cells (the usual large-sample approximation; an alternative putting mass on a cell
+    the law forbids is rejected as soon as one count lands there, which this ignores).
+    `critical` is chi2_isf(p_min, df) if already known."""
+    lp, ap = _pooled(law, alternative, rounds)
+    df = lp.numel() - 1
     if df <= 0:
         return 0.0
-    lam = rounds * float(((ap[keep] - lp[keep]) ** 2 / lp[keep]).sum())
-    return noncentral_chi2_sf(chi2_isf(p_min, df), df, lam)
+    lam = rounds * float(((ap - lp) ** 2 / lp).sum())
+    return noncentral_chi2_sf(chi2_isf(p_min, df) if critical is None else critical, df, lam)
 
 
 def biased_acceptance(law: torch.Tensor, delta: float) -> Optional[torch.Tensor]:
     """The law with position 0's acceptance probability raised by delta (delta < 0: lowered):
     the rows n >= 1 scaled together, row 0 scaled the other way. None if the law has no room."""
-    stop0 = float(law[0].sum()) if law.shape[0] > 1 else 0.0
-    if law.shape[0] < 2 or not (0.0 < stop0 - delta < 1.0) or stop0 in (0.0, 1.0):
+    stop0 = float(law[0].sum() / law.sum()) if law.shape[0] > 1 else 0.0
+    if law.shape[0] < 2 or stop0 in (0.0, 1.0) or not (0.0 < stop0 - delta < 1.0):
         return None
-    out = law.clone().to(_F64)
+    out = law.to(_F64) / law.sum()
     out[0] *= (stop0 - delta) / stop0
     out[1:] *= (1 - stop0 + delta) / (1 - stop0)
     return out
 
 
 def detectable_bias(law: torch.Tensor, rounds: int, p_min: float, target_power: float = 0.99) -> Optional[float]:
-    """The smallest |delta| by which position 0's acceptance probability may be biased (the
-    smaller of raising and lowering) that the G-test detects with `target_power`; None where
-    the acceptance probability is 0 or 1 (a bias there makes an impossible cell occur)."""
+    """The smallest |delta| such that a bias of position 0's acceptance probability by delta,
+    up or down, is detected by the G-test with `target_power`; None where that probability is
+    0 or 1 (a bias there makes a forbidden cell occur: caught outright)."""
+    if biased_acceptance(law, 0.0) is None:
+        return None
+    lp, _ = _pooled(law, law, rounds)
+    critical = chi2_isf(p_min, lp.numel() - 1)
     best = None
     for sign in (1.0, -1.0):
         lo, hi = 0.0, 1.0
-        if biased_acceptance(law, sign * 1e-9) is None:
-            continue
-        for _ in range(40):
+        for _ in range(22):  # |delta| to within 2.4e-7
             mid = (lo + hi) / 2
             alt = biased_acceptance(law, sign * mid)
-            if alt is None or power(law, alt, rounds, p_min) >= target_power:
+            if alt is None or power(law, alt, rounds, p_min, critical) >= target_power:
                 hi = mid
             else:
                 lo = mid
         if biased_acceptance(law, sign * hi) is not None:
-            best = hi if best is None else min(best, hi)
+            best = hi if best is None else max(best, hi)
     return best

@@ -67,12 +67,11 @@ class LogitsCase(Case):
         self.warped_draft = warped(draft, self.params)
         super().__init__(name, what, target, draft, self.warped_draft if tokens_from is None else tokens_from, method)
 
-    def __post_init__(self):
+    def exact_law(self) -> torch.Tensor:
         p, q = self.warped_target, self.warped_draft
         if self.method == "block":
-            self.law = _law.block_joint_law(p, q, self.tokens_from)
-        else:
-            self.law = _law.joint_law(p, q, self.tokens_from)
+            return _law.block_joint_law(p, q, self.tokens_from)
+        return _law.joint_law(p, q, self.tokens_from)
 
     def prefix(self, k: int) -> "LogitsCase":
         return LogitsCase(f"{self.name}[:K={k}]", self.what, self.target[: k + 1].clone(), self.draft[:k].clone(),
@@ -85,6 +84,8 @@ def warped(logits: torch.Tensor, params: Dict) -> torch.Tensor:
     Raises:
         ValueError: a top-p or min-p decision lies within float32 rounding of its boundary.
     """
+    if logits.shape[0] == 0:
+        return torch.empty(0, logits.shape[-1], dtype=torch.float64)
     full = {**dict(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0), **params}
     w = _warp.warp(logits, full["temperature"], full["top_k"], full["top_p"], full["min_p"])
     if w.margin.numel() and float(w.margin.min()) <= _warp.CLEAR:
