@@ -252,3 +252,18 @@ def test_testing_needs_no_op(sv):
     finally:
         for name in [n for n in sys.modules if n == "vendored_testing" or n.startswith("vendored_testing.")]:
             del sys.modules[name]
+
+
+def test_command_line_from_the_built_variant(sv):
+    """`python <variant>/testing` runs from the built package: --help, and a short run of the
+    float64 reference that passes (exit 0) and prints the report."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    folder = str(Path(sv.__file__).parent / "testing")
+    out = subprocess.run([sys.executable, folder, "--help"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "--verifier" in out.stdout, out.stderr
+    out = subprocess.run([sys.executable, folder, "--rounds", "500", "--checks", "smooth", "greedy"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "reference: PASSED" in out.stdout, out.stdout + out.stderr
