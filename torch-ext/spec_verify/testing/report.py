@@ -129,10 +129,5 @@ class Report:
         head = (f"{self.verifier}: {'PASSED' if self.passed else 'FAILED'} "
                 f"({len(self.checks) - len(self.failures)}/{len(self.checks)} checks passed, {self.seconds:.1f} s; "
                 f"a law check fails at p < {self.p_min:g}, a correct verifier fails a run with probability "
-                f"< {self.false_alarm_rate:.1g})")
+                f"< {self.false_alarm_rate:.2g})")
         return "\n".join([head] + [str(c) for c in self.checks] + [f"note: {n}" for n in self.notes])
-
-    def markdown_row(self, interface: str) -> str:
-        """One row of a results table: verifier, interface, verdict, failed checks."""
-        failed = ", ".join(c.name for c in self.failures) or "-"
-        return f"| {self.verifier} | {interface} | {'pass' if self.passed else 'FAIL'} | {failed} |"
