@@ -3,7 +3,7 @@
 
     build/torch-stable-abi213-cpu-<arch>-linux/     (torch 2.13 and later; see below)
     build/torch<MAJ><MIN>-cxx11-cpu-<arch>-linux/    (an older torch)
-        __init__.py, ...            the Python files of torch-ext/spec_verify
+        __init__.py, ...            the Python files of torch-ext/spec_verify (testing/ too)
         _ops.py                     generated: binds `ops` to the extension's op namespace
         _spec_verify_cpu_<id>.abi3.so
         metadata.json
@@ -358,12 +358,18 @@ def main() -> int:
 
     # The Python package: copy (not link) so the variant directory stands alone, like a Hub variant.
     pkg = ROOT / "torch-ext" / PY_NAME
-    wanted = {p.name for p in pkg.glob("*.py")} | {"_ops.py", so.name, "metadata.json"}
+    # Subpackages too (spec_verify.testing): every .py file at its relative path.
+    sources = [p.relative_to(pkg) for p in pkg.rglob("*.py") if "__pycache__" not in p.parts]
+    wanted = {p.parts[0] for p in sources} | {"_ops.py", so.name, "metadata.json"}
     for p in out_dir.iterdir():
         if p.name not in wanted:
             shutil.rmtree(p) if p.is_dir() else p.unlink()
-    for p in pkg.glob("*.py"):
-        write_if_changed(out_dir / p.name, p.read_text())
+    for p in sources:
+        (out_dir / p).parent.mkdir(parents=True, exist_ok=True)
+        write_if_changed(out_dir / p, (pkg / p).read_text())
+    for p in out_dir.rglob("*.py"):  # a file removed from a subpackage's source
+        if p.parent != out_dir and p.relative_to(out_dir) not in sources:
+            p.unlink()
     write_if_changed(out_dir / "_ops.py", ops_py(ext))
     metadata = {"name": NAME, "id": ext, "version": 1, "license": "apache-2.0",
                 "python-depends": [], "backend": {"type": "cpu"}}

@@ -30,6 +30,9 @@ llama_cpp           speculative_decoder(draft, target, ...) for two llama.cpp mo
                     suffix_decoder(target, ...) without a draft model (imports llama_cpp
                     only when called).
 isa, available_isas the instruction-set path in use, and those this CPU can run.
+testing             check_verifier(verify): a conformance suite that holds any verifier (this
+                    package's or another's) to the exact law of speculative sampling; needs
+                    no op of this package.
 
 Rows are float32, float16 or bfloat16 [*, V] tensors on the CPU, one row per position: probabilities (need not
 be normalised) for verify_greedy/accept, logits for the warping ops. The verification
@@ -50,6 +53,7 @@ from .prompt_lookup import PromptLookup, PromptLookupTree
 from .suffix import SuffixCache, SuffixDrafter
 from . import transformers  # noqa: F401,E402  (a module: transformers itself is imported lazily)
 from . import llama_cpp  # noqa: F401,E402  (a module: llama_cpp itself is imported lazily)
+from . import testing  # noqa: F401,E402  (torch only; calls no op of this package)
 
 __all__ = [
     "verify_greedy",
