@@ -18,12 +18,17 @@ PromptLookup        a draft_step without a draft model: copies the continuation 
                     prefix's suffix n-gram from its last earlier occurrence.
 PromptLookupTree    a draft_tree: the continuations of several earlier occurrences, merged
                     into a prefix tree.
+SuffixDrafter       a draft_step by suffix decoding: the most frequent continuation of the text's
+                    end in the current request and in earlier requests' outputs (a SuffixCache,
+                    shareable), each token with an estimate of its acceptance.
 transformers        speculative_decoder(draft_model, target_model, ...) for two Hugging Face
-                    causal LMs, prompt_lookup_decoder(target_model, ...) without a draft
-                    model (imports transformers only when called).
+                    causal LMs, prompt_lookup_decoder(target_model, ...) and
+                    suffix_decoder(target_model, ...) without a draft model (imports
+                    transformers only when called).
 llama_cpp           speculative_decoder(draft, target, ...) for two llama.cpp models (GGUF,
-                    llama-cpp-python), prompt_lookup_decoder(target, ...) without a draft
-                    model (imports llama_cpp only when called).
+                    llama-cpp-python), prompt_lookup_decoder(target, ...) and
+                    suffix_decoder(target, ...) without a draft model (imports llama_cpp
+                    only when called).
 isa, available_isas the instruction-set path in use, and those this CPU can run.
 
 Rows are float32, float16 or bfloat16 [*, V] tensors on the CPU, one row per position: probabilities (need not
@@ -42,6 +47,7 @@ from .decoder import DecodeStats, SpeculativeDecoder
 from .schedule import AdaptiveSchedule
 from .tree_decoder import TreeDecodeStats
 from .prompt_lookup import PromptLookup, PromptLookupTree
+from .suffix import SuffixCache, SuffixDrafter
 from . import transformers  # noqa: F401,E402  (a module: transformers itself is imported lazily)
 from . import llama_cpp  # noqa: F401,E402  (a module: llama_cpp itself is imported lazily)
 
@@ -65,6 +71,8 @@ __all__ = [
     "AdaptiveSchedule",
     "PromptLookup",
     "PromptLookupTree",
+    "SuffixDrafter",
+    "SuffixCache",
     "TreeDecodeStats",
     "isa",
     "available_isas",

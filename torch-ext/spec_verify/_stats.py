@@ -86,6 +86,9 @@ class DecodeStats(_RateStats):
             "no gain", "recheck", "probe", "never pays", "max_new", "constant").
         costs (`dict`): the adaptive schedule's measurements when the generation stopped
             (`AdaptiveSchedule.costs()`); empty under `schedule="constant"`.
+        calibration (`list`): with a drafter that gives estimates (`confidences`), the
+            schedule's estimated against observed acceptance when the generation stopped
+            (`AdaptiveSchedule.calibration()`); empty otherwise.
     """
 
     k: int
@@ -101,6 +104,7 @@ class DecodeStats(_RateStats):
     chosen_length_counts: List[int] = field(default_factory=list)
     schedule_reasons: Dict[str, int] = field(default_factory=dict)
     costs: dict = field(default_factory=dict)
+    calibration: list = field(default_factory=list)
 
     def __post_init__(self):
         for name in ("proposed_length_counts", "accepted_length_counts", "full_acceptance_counts",

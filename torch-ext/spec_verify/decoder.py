@@ -95,6 +95,7 @@ def _schedule(what: str, schedule, k: int, draft_step) -> Optional[AdaptiveSched
         chosen = AdaptiveSchedule()
     chosen.k_max = k
     chosen.shadowable = getattr(draft_step, "shadowable", False) is True
+    chosen.confident = hasattr(draft_step, "confidences")
     return chosen
 
 
@@ -441,6 +442,10 @@ class SpeculativeDecoder(_Decoder):
         now = _now if schedule is None or schedule.clock is None else schedule.clock
         prompt_len = len(seq)
         reasons, chosen_counts = stats.schedule_reasons, stats.chosen_length_counts
+        # A drafter that learns from whole requests (SuffixDrafter) hears when one ends.
+        end_generation = getattr(self.draft_step, "end_generation", None)
+        if max_new == 0 and end_generation is not None:
+            end_generation(seq, prompt_len)
         while remaining > 0:
             # Never propose past max_new: the round's emitted token is always the last one.
             cap = self.k if self.k < remaining else remaining - 1
@@ -448,8 +453,6 @@ class SpeculativeDecoder(_Decoder):
                 k, reason, shadow = cap, "constant", False
             else:
                 k, reason, shadow = schedule.choose(cap, remaining, len(seq))
-            chosen_counts[k] += 1
-            reasons[reason] = reasons.get(reason, 0) + 1
             t0 = now()
             if k or shadow:
                 out = self.draft_step(list(seq), k or self.k)
@@ -458,6 +461,14 @@ class SpeculativeDecoder(_Decoder):
                 tokens, probs = self._check_draft(out, k or self.k)
                 if schedule is not None:
                     schedule.observe_draft(k or self.k, (t1 - t0) * 1e-9)
+                    if schedule.confident:
+                        estimates = self._estimates(tokens.shape[0])
+                        schedule.drafted(len(seq), tokens.tolist(), estimates)
+                        if reason == "confidence":  # keep the positions that pay
+                            k = schedule.cut(estimates)
+                            reason = "pays" if k else "no gain"
+                            tokens = tokens[:k]
+                            probs = None if probs is None else probs[:k]
                 if shadow:  # compared with what the plain steps emit; nothing is verified
                     schedule.shadow(len(seq), tokens.tolist())
                     tokens, probs = no_tokens, None
@@ -465,6 +476,8 @@ class SpeculativeDecoder(_Decoder):
             else:
                 t1 = t0
                 tokens, probs, j = no_tokens, None, 0
+            chosen_counts[k] += 1
+            reasons[reason] = reasons.get(reason, 0) + 1
             t2 = now()
             rows = self.target_step(list(seq), tokens)
             t3 = now()
@@ -487,6 +500,9 @@ class SpeculativeDecoder(_Decoder):
                 schedule.observe_emitted(seq)
                 if remaining == 0:
                     stats.costs = schedule.costs()
+                    stats.calibration = schedule.calibration()
+            if remaining == 0 and end_generation is not None:
+                end_generation(seq, prompt_len)
             proposed_counts[j] += 1
             accepted_counts[n] += 1
             if n == j:
@@ -497,6 +513,19 @@ class SpeculativeDecoder(_Decoder):
             stats.target_ns += t3 - t2
             stats.verify_ns += (t2 - t1) + (t4 - t3)
             yield chunk
+
+    def _estimates(self, j: int) -> List[float]:
+        """The drafter's estimates for its j tokens (its `confidences` right after the call):
+        floats in [0, 1], one per token."""
+        estimates = getattr(self.draft_step, "confidences", None)
+        if not isinstance(estimates, (list, tuple)) or len(estimates) != j:
+            raise ValueError(f"draft_step.confidences must hold one estimate per proposed token (j = {j}), got "
+                             f"{_kind(estimates)}" + (f" of length {len(estimates)}"
+                                                      if isinstance(estimates, (list, tuple)) else ""))
+        for e in estimates:
+            if isinstance(e, bool) or not isinstance(e, (int, float)) or not 0.0 <= e <= 1.0:
+                raise ValueError(f"draft_step.confidences must be numbers in [0, 1], got {e!r}")
+        return list(estimates)
 
     # Checks of the callbacks' output: cheap attribute checks here, row contents in the op.
 

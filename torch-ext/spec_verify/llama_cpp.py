@@ -47,7 +47,7 @@ import time
 
 import torch
 
-from ._adapters import _common_prefix, _lookup_decoder
+from ._adapters import _common_prefix, _lookup_decoder, _suffix_decoder
 from .decoder import SpeculativeDecoder
 
 
@@ -327,3 +327,49 @@ def prompt_lookup_decoder(
     return _lookup_decoder(_target_logits_step(CachedLlama(target, "target")), k, max_ngram=max_ngram, min_ngram=min_ngram,
                            temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, generator=generator,
                            method=method, schedule=schedule)
+
+
+def suffix_decoder(
+    target,
+    k: int = 16,
+    *,
+    cache=None,
+    max_depth: int = 24,
+    min_token_prob: float = 0.1,
+    max_spec_factor: float = 1.0,
+    max_spec_offset: int = 0,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    min_p: float = 0.0,
+    generator: Optional[torch.Generator] = None,
+    method: str = "token",
+    schedule="adaptive",
+) -> SpeculativeDecoder:
+    """A `SpeculativeDecoder` without a draft model: a `SuffixDrafter` proposes 0..k tokens
+    from the current request and from earlier requests' outputs, a llama.cpp target verifies them as
+    one-hot drafts. Call `generate` once per request: each finished request's output goes
+    into the cache, which persists across `generate` calls (and across decoders given the
+    same `SuffixCache`). The adaptive schedule verifies only the positions whose estimated
+    acceptance (calibrated as it goes) pays on the measured cost curve.
+
+    Args:
+        target: as for `prompt_lookup_decoder`.
+        k (`int`, *optional*, defaults to 16): at most this many proposed tokens per round.
+        cache (`SuffixCache`, `None` or `False`, *optional*): the cache of earlier outputs:
+            None makes one for this decoder, a `SuffixCache` is shared, False: none.
+        max_depth, min_token_prob, max_spec_factor, max_spec_offset: `SuffixDrafter`'s.
+        temperature, top_k, top_p, min_p, generator, method, schedule: as for
+            `prompt_lookup_decoder`.
+
+    Returns:
+        `SpeculativeDecoder`: with `target_cache` (a `CachedLlama`) and `drafter` (the
+        `SuffixDrafter`; its `cache` the `SuffixCache`).
+
+    Raises:
+        TypeError, ValueError: as `SuffixDrafter` and `SpeculativeDecoder.from_logits`.
+    """
+    return _suffix_decoder(_target_logits_step(CachedLlama(target, "target")), k, cache=cache, max_depth=max_depth,
+                           min_token_prob=min_token_prob, max_spec_factor=max_spec_factor,
+                           max_spec_offset=max_spec_offset, temperature=temperature, top_k=top_k, top_p=top_p,
+                           min_p=min_p, generator=generator, method=method, schedule=schedule)

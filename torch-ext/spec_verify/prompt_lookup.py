@@ -87,6 +87,12 @@ class PromptLookup:
         self.max_ngram = _ngram_size(max_ngram, "max_ngram", 1, None)
         self.min_ngram = _ngram_size(min_ngram, "min_ngram", 1, self.max_ngram)
         self.work = 0
+        # Its own record, kept across generations: per n-gram size, decayed counts of proposed
+        # tokens decided by the text that followed (while the ones before them matched), and
+        # of those that matched.
+        self._decided = [0.0] * (self.max_ngram - self.min_ngram + 1)
+        self._matched = [0.0] * (self.max_ngram - self.min_ngram + 1)
+        self.confidences: List[float] = []
         self.reset()
 
     def __repr__(self) -> str:
@@ -100,6 +106,7 @@ class PromptLookup:
         # ending at len(_tokens)), which have no continuation yet.
         self._index: List[Dict[Tuple[int, ...], int]] = [{} for _ in range(self.min_ngram, self.max_ngram + 1)]
         self._indexed_to = 0  # n-grams ending at positions < _indexed_to are in the index
+        self._last: Optional[Tuple[int, List[int], int]] = None  # (start, tokens, n) of the last proposal
 
     def __call__(self, prefix: Sequence[int], k: int) -> Tuple[List[int], None]:
         """Proposes up to k tokens to follow `prefix`.
@@ -124,6 +131,8 @@ class PromptLookup:
         if k < 0:
             raise ValueError(f"PromptLookup: k must be an int >= 0, got {k}")
         self._follow(prefix)
+        self._score_last()
+        self.confidences = []
         if k == 0:
             return [], None
         tokens, length = self._tokens, len(self._tokens)
@@ -136,8 +145,28 @@ class PromptLookup:
                 out = tokens[start:start + k]
                 for i in range(len(out), k):
                     out.append(out[i - (length - start)])
+                i = n - self.min_ngram
+                self.confidences = [(self._matched[i] + 1.0) / (self._decided[i] + 2.0)] * k
+                self._last = (length, out, i)
                 return out, None
         return [], None
+
+    def _score_last(self) -> None:
+        # The last proposal against the text that followed it (the tokens decided so far),
+        # into the record of its n-gram size: O(k) per call.
+        if self._last is None:
+            return
+        start, out, i = self._last
+        self._last = None
+        tokens = self._tokens
+        for j, t in enumerate(out):
+            if start + j >= len(tokens):
+                break
+            ok = tokens[start + j] == t
+            self._decided[i] = 0.9 * self._decided[i] + 1.0
+            self._matched[i] = 0.9 * self._matched[i] + (1.0 if ok else 0.0)
+            if not ok:
+                break
 
     # The index ------------------------------------------------------------------------------
 

@@ -52,6 +52,19 @@ from __future__ import annotations
 import math
 from typing import Callable, Dict, List, Optional, Tuple
 
+def _best_length(alphas: List[float], ratios: List[float], margin: float) -> int:
+    """The n in [0, len(alphas)] whose rate (1 + sum over i < n of alphas[0] ... alphas[i]) /
+    ratios[n] is highest, in units of plain decoding's (ratios[0] = 1); 0 unless one beats
+    1 + margin. O(len(alphas))."""
+    best_n, best, total, reach = 0, 1.0 + margin, 1.0, 1.0
+    for n, a in enumerate(alphas, start=1):
+        reach *= a
+        total += reach
+        if total / ratios[n] > best:
+            best_n, best = n, total / ratios[n]
+    return best_n
+
+
 def _settle(old: Optional[float], new: float) -> float:
     """A cost estimate moved towards a new measurement (EWMA, weight 0.3). A filter that
     moves down faster than up was tried: it biases c(1) low, so plain steps look faster
@@ -59,8 +72,15 @@ def _settle(old: Optional[float], new: float) -> float:
     return new if old is None else 0.7 * old + 0.3 * new
 
 
+# Calibration: estimates in [0, 1] fall into CALIBRATION_BUCKETS equal buckets; counts decay by
+# _CAL_DECAY per observation in the bucket; the estimate itself is the prior, weighing _CAL_PRIOR
+# observations.
+CALIBRATION_BUCKETS = 10
+_CAL_DECAY = 0.98
+_CAL_PRIOR = 2.0
+
 REASONS = ("prefill", "measure", "pays", "refresh", "no gain", "recheck", "probe", "never pays", "max_new",
-           "constant")
+           "constant", "confidence")
 
 
 class AdaptiveSchedule:
@@ -108,13 +128,21 @@ class AdaptiveSchedule:
         self._draft_call: Optional[float] = None  # seconds per draft call / c(1)
         self.shadowable = False  # set by the decoder from its drafter
         self.draft_token_hint: Optional[Callable[[], float]] = None  # an adapter's estimate
+        self.confident = False  # set by the decoder: its drafter leaves estimates in `confidences`
+        # Acceptance by position, decayed counts; kept across generations.
+        self._acc: List[float] = []
+        self._dec: List[float] = []
+        # Calibration of the drafter's estimates: per bucket of estimates, decayed counts of
+        # positions decided, of those accepted, and the sum of their estimates.
+        self._cal_n = [0.0] * CALIBRATION_BUCKETS
+        self._cal_acc = [0.0] * CALIBRATION_BUCKETS
+        self._cal_est = [0.0] * CALIBRATION_BUCKETS
         self.reset()
 
     def reset(self) -> None:
-        """Starts a generation: acceptance and probes afresh, costs kept."""
+        """Starts a generation: probes afresh; costs, acceptance and calibration kept (one
+        decoder's requests share a target and usually a kind of text)."""
         self._round = 0
-        self._acc: List[float] = []
-        self._dec: List[float] = []
         self._since_probe = 0
         self._gap = 2
         self._since_recheck, self._recheck_gap = 0, 16
@@ -125,6 +153,7 @@ class AdaptiveSchedule:
         self._length = self._draft_len = 0  # the prefix's length now, and at the last draft call
         self._prompt: Optional[Tuple[float, int]] = None  # the prompt round's (seconds, tokens)
         self._shadow: Optional[Tuple[int, List[int]]] = None  # (start, tokens) awaiting comparison
+        self._pending: List[list] = []  # [start, tokens, estimates, settled]: proposals to calibrate on
 
     # Estimates ------------------------------------------------------------------------------
 
@@ -235,6 +264,13 @@ class AdaptiveSchedule:
             return 0, "max_new", False
         if self._c1 is None:
             return 0, "measure", self.shadowable and self._shadow is None
+        if self.confident and self._shadowing():
+            # Every round drafts k_max; `cut` then keeps the positions that pay.
+            if self._since_plain > self._refresh_gap:
+                self._refresh_gap = min(2 * self._refresh_gap, 256)
+                self._refreshing = True
+                return 0, "refresh", False
+            return cap, "confidence", False
         ratios = self._target_ratios(cap + 1)  # shared by the rates and the never-pays test
         rates = self.rates(cap, ratios)
         plain = rates[0]
@@ -262,6 +298,86 @@ class AdaptiveSchedule:
             self._since_probe, self._gap = 0, min(2 * self._gap, 256)
             return min(self.probe_k, cap), "probe", False
         return 0, "no gain", False
+
+    # Confidence: a drafter's per-token estimates -------------------------------------------
+
+    def calibrated(self, estimate: float) -> float:
+        """The acceptance observed for estimates like `estimate`: its bucket's decayed counts,
+        with the estimate itself as a prior weighing `_CAL_PRIOR` observations."""
+        e = min(max(float(estimate), 0.0), 1.0)
+        b = min(int(e * CALIBRATION_BUCKETS), CALIBRATION_BUCKETS - 1)
+        return (self._cal_acc[b] + _CAL_PRIOR * e) / (self._cal_n[b] + _CAL_PRIOR)
+
+    def calibration(self) -> List[dict]:
+        """Estimated against observed acceptance, per bucket of estimates that has seen any:
+        `estimate` (the bucket's bounds), `mean_estimate`, `observed` (the share accepted) and
+        `weight` (the decayed number of positions decided)."""
+        out = []
+        for b in range(CALIBRATION_BUCKETS):
+            n = self._cal_n[b]
+            if n > 0:
+                out.append({"estimate": (b / CALIBRATION_BUCKETS, (b + 1) / CALIBRATION_BUCKETS),
+                            "mean_estimate": round(self._cal_est[b] / n, 4),
+                            "observed": round(self._cal_acc[b] / n, 4), "weight": round(n, 2)})
+        return out
+
+    def drafted(self, start: int, tokens: List[int], confidences) -> None:
+        """A proposal for the positions from `start` on with one estimate per token, verified
+        or not: each token is compared with the one emitted at its position (while the ones
+        before it matched) to calibrate the estimates. With greedy verification a token
+        matches exactly when it would be accepted; when sampling, a one-hot draft token t
+        is accepted with probability p(t), the probability that t is emitted there."""
+        if tokens:
+            self._pending.append([start, list(tokens), [float(c) for c in confidences], 0])
+            if len(self._pending) > 64:
+                del self._pending[0]
+
+    def cut(self, confidences) -> int:
+        """The length of this round's proposal to verify, given the drafter's estimates: the
+        n in [0, len] with the highest estimated rate on the measured cost curve, the
+        acceptance of each token its calibrated estimate; 0 unless that rate beats plain
+        decoding's by `margin`. After 16, 32, ... 256 cuts to 0 in a row a recheck round
+        verifies the n that would pay at the prompt's cost per position."""
+        alphas = [self.calibrated(e) for e in confidences]
+        if not alphas or self._c1 is None:
+            return 0
+        ratios = self._target_ratios(len(alphas) + 1)
+        n = _best_length(alphas, ratios, self.margin)
+        if n == 0 and self._prefill_token is not None:
+            self._since_recheck += 1
+            if self._since_recheck >= self._recheck_gap:
+                self._since_recheck, self._recheck_gap = 0, min(2 * self._recheck_gap, 256)
+                floor = self._prefill_token
+                low = [1.0 + floor * i for i in range(len(alphas) + 1)]
+                n = _best_length(alphas, low, self.margin)
+                n = n if n and ratios[n] > low[n] else 0
+                self._rechecking = n > 0
+        elif n:
+            self._since_recheck = 0
+        if n:
+            self._since_plain += 1
+        return n
+
+    def _settle_pending(self, seq: List[int]) -> None:
+        # Compares the pending proposals with the emitted tokens, each position once.
+        have, keep = len(seq), []
+        for entry in self._pending:
+            start, tokens, estimates, i = entry
+            while i < len(tokens) and start + i < have:
+                ok = seq[start + i] == tokens[i]
+                self._calibrate(estimates[i], ok)
+                i = i + 1 if ok else len(tokens)
+            entry[3] = i
+            if i < len(tokens):
+                keep.append(entry)
+        self._pending = keep
+
+    def _calibrate(self, estimate: float, accepted: bool) -> None:
+        e = min(max(estimate, 0.0), 1.0)
+        b = min(int(e * CALIBRATION_BUCKETS), CALIBRATION_BUCKETS - 1)
+        self._cal_n[b] = _CAL_DECAY * self._cal_n[b] + 1.0
+        self._cal_acc[b] = _CAL_DECAY * self._cal_acc[b] + (1.0 if accepted else 0.0)
+        self._cal_est[b] = _CAL_DECAY * self._cal_est[b] + e
 
     def _recheck(self, cap: int, ratios: List[float]) -> int:
         # A cost that keeps its k off is never measured again, and one slow call (cold
@@ -352,7 +468,10 @@ class AdaptiveSchedule:
             self._shadow = (start, list(tokens))
 
     def observe_emitted(self, seq: List[int]) -> None:
-        """The sequence after a round: settles a pending shadow proposal once it is decided."""
+        """The sequence after a round: settles a pending shadow proposal once it is decided,
+        and the calibration of the proposals with estimates."""
+        if self._pending:
+            self._settle_pending(seq)
         if self._shadow is None:
             return
         start, tokens = self._shadow

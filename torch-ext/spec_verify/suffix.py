@@ -1,0 +1,432 @@
+"""Suffix decoding: drafts from the current request and from everything the process has generated.
+
+`SuffixDrafter` is a `draft_step` (as `PromptLookup` is) over two structures: a count trie of
+the current request (its prompt and the tokens generated so far) and a `SuffixCache`, a
+count trie of earlier requests' outputs that outlives a request and may be shared between
+drafters and decoders. Each proposed token carries an estimate of its probability of being
+accepted, the share of the match's earlier continuations that it is; the decoder's schedule
+reads those estimates (`confidences`) to choose how much of the proposal to verify.
+
+The idea is SuffixDecoding's (Oliaro et al., arXiv 2411.04975; Snowflake ArcticInference):
+match the end of the text against suffix trees of the request and of earlier outputs, follow
+the most frequent continuation while its estimated probability stays above a threshold, and
+cap the length by the match's length. Here the trees are tries of every substring of at most
+`max_depth` tokens with suffix links, so that a round costs O(max_depth + tokens appended +
+tokens proposed) whatever the length of the text (see `SuffixDrafter`).
+"""
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import Deque, Dict, List, Optional, Sequence, Tuple
+
+from ._api import _index
+
+
+class _Node:
+    """A trie node: the string of the path from the root (of length `depth`)."""
+
+    __slots__ = ("children", "count", "out", "best", "stamp", "link", "depth", "token")
+
+    def __init__(self, depth: int, link: Optional["_Node"], token: int = -1):
+        self.token = token  # the last token of the string
+        self.children: Dict[int, _Node] = {}
+        self.count = 0  # occurrences of the string
+        self.out = 0  # occurrences followed by a token: the sum of the children's counts
+        self.best: Optional[_Node] = None  # the child proposed: the most frequent, ties to the most recent
+        self.stamp = 0  # when the string last occurred (a counter of the trie's insertions)
+        self.link = link  # the node of the string without its first token (None at the root)
+        self.depth = depth
+
+
+class _Trie:
+    """Counts of every substring of at most `max_depth` tokens of the documents inserted, with
+    suffix links. A document is inserted token by token through an `active` list: the nodes of
+    its suffixes of lengths 0..min(length, max_depth - 1) (the root first)."""
+
+    def __init__(self, max_depth: int):
+        self.max_depth = max_depth
+        self.root = _Node(0, None)
+        self.clock = 0  # insertions so far: the stamps
+        self.work = 0  # nodes touched, the unit of the cost
+
+    def append(self, active: List[_Node], token: int) -> List[_Node]:
+        """Counts `token` after each string of `active`: O(len(active)); the new active list."""
+        self.clock += 1
+        stamp, top, link = self.clock, self.max_depth, self.root
+        new = [self.root]
+        for node in active:
+            child = node.children.get(token)
+            if child is None:
+                child = node.children[token] = _Node(node.depth + 1, link, token)
+            child.count += 1
+            child.stamp = stamp
+            node.out += 1
+            best = node.best
+            # The incremented child is now the most recent: it wins ties.
+            if best is None or best is child or child.count >= best.count:
+                node.best = child
+            link = child
+            if child.depth < top:
+                new.append(child)
+        self.work += len(active)
+        return new
+
+    def remove(self, active: List[_Node], token: int) -> List[_Node]:
+        """Undoes `append` for the oldest document (its tokens replayed in order): O(len(active))
+        plus a scan of a node's children where its proposed child loses a count."""
+        new = [self.root]
+        for node in active:
+            child = node.children[token]
+            child.count -= 1
+            node.out -= 1
+            if child.count == 0:
+                del node.children[token]  # its own children are removed as the replay goes on
+            if node.best is child:
+                # The oldest occurrences go first, so every remaining child's stamp is still its latest.
+                node.best = max(node.children.values(), key=lambda c: (c.count, c.stamp)) if node.children else None
+                self.work += len(node.children)
+            if child.depth < self.max_depth:
+                new.append(child)
+        self.work += len(active)
+        return new
+
+    def walk(self, node: _Node, token: int) -> _Node:
+        """The deepest node of (node's string + token)'s suffixes, given that `node` is the deepest
+        of the text's: follows suffix links until a node has `token` as a child (amortised O(1))."""
+        while node is not None:
+            self.work += 1
+            child = node.children.get(token)
+            if child is not None:
+                return child
+            node = node.link
+        return self.root
+
+    def match(self, tokens: Sequence[int]) -> _Node:
+        """The deepest node that is a suffix of `tokens` (only their last max_depth count): O(max_depth)."""
+        node = self.root
+        for t in tokens[max(0, len(tokens) - self.max_depth):]:
+            node = self.walk(node, t)
+        return node
+
+
+def _positive(value, what: str, low: int, high: Optional[int] = None) -> int:
+    n = _index(value, what)
+    if n < low or (high is not None and n > high):
+        raise ValueError(f"{what} must be an int in [{low}, {'inf' if high is None else high}], got {n}")
+    return n
+
+
+def _number(value, what: str, low: float, high: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{what} must be a number, got {type(value).__name__}")
+    if not low <= value <= high:
+        raise ValueError(f"{what} must be a number in [{low}, {high}], got {value!r}")
+    return float(value)
+
+
+class SuffixCache:
+    """The outputs of earlier requests, as one count trie shared by every drafter given it.
+
+    A request's generated tokens go in as one document (no substring spans two requests).
+    When more than `max_requests` requests, or more than `max_tokens` tokens, are held, the
+    oldest requests are dropped first and their counts removed, so the counts are always
+    those of the requests held. A request longer than `max_tokens` keeps its last
+    `max_tokens` tokens. Memory: at most `max_depth` trie nodes per token held.
+
+    Args:
+        max_requests (`int`, *optional*, defaults to 256): the most requests held, >= 1.
+        max_tokens (`int`, *optional*): the most tokens held, >= 1; None: no limit.
+        max_depth (`int`, *optional*, defaults to 24): the longest substring counted, >= 2.
+
+    Attributes:
+        version (`int`): changes whenever the counts do (drafters re-match then).
+
+    Example:
+        >>> cache = SuffixCache(max_requests=2)
+        >>> cache.add([1, 2, 3]); cache.add([4, 5]); cache.add([6])
+        >>> len(cache), cache.tokens
+        (2, 3)
+    """
+
+    def __init__(self, max_requests: int = 256, max_tokens: Optional[int] = None, max_depth: int = 24):
+        self.max_requests = _positive(max_requests, "SuffixCache: max_requests", 1)
+        self.max_tokens = None if max_tokens is None else _positive(max_tokens, "SuffixCache: max_tokens", 1)
+        self.max_depth = _positive(max_depth, "SuffixCache: max_depth", 2)
+        self.version = 0
+        self.clear()
+
+    def __repr__(self) -> str:
+        return (f"SuffixCache(max_requests={self.max_requests}, max_tokens={self.max_tokens}, "
+                f"max_depth={self.max_depth}): {len(self)} requests, {self.tokens} tokens")
+
+    def clear(self) -> None:
+        """Drops every request."""
+        self._trie = _Trie(self.max_depth)
+        self._requests: Deque[List[int]] = deque()
+        self._tokens = 0
+        self.version += 1
+
+    def __len__(self) -> int:
+        """Requests held."""
+        return len(self._requests)
+
+    @property
+    def tokens(self) -> int:
+        """Tokens held (over every request)."""
+        return self._tokens
+
+    @property
+    def work(self) -> int:
+        """Trie nodes touched so far by insertions, removals and lookups."""
+        return self._trie.work
+
+    def add(self, tokens: Sequence[int]) -> None:
+        """Adds one request's generated tokens (then drops the oldest requests over a limit).
+
+        Args:
+            tokens (`Sequence[int]`): the ids; an empty sequence adds nothing.
+
+        Raises:
+            TypeError: an id that is not an int.
+        """
+        doc = [_index(t, f"SuffixCache.add: tokens[{i}]") for i, t in enumerate(tokens)]
+        if not doc:
+            return
+        if self.max_tokens is not None and len(doc) > self.max_tokens:
+            doc = doc[len(doc) - self.max_tokens:]
+        trie, active = self._trie, [self._trie.root]
+        for t in doc:
+            active = trie.append(active, t)
+        self._requests.append(doc)
+        self._tokens += len(doc)
+        while len(self._requests) > self.max_requests or (
+                self.max_tokens is not None and self._tokens > self.max_tokens):
+            self._drop_oldest()
+        self.version += 1
+
+    def _drop_oldest(self) -> None:
+        doc = self._requests.popleft()
+        trie, active = self._trie, [self._trie.root]
+        for t in doc:
+            active = trie.remove(active, t)
+        self._tokens -= len(doc)
+
+
+class SuffixDrafter:
+    """A `draft_step` by suffix decoding over the current request and a `SuffixCache`.
+
+    Called as `draft_step(prefix, k) -> (tokens, None)` (one-hot drafts, as `PromptLookup`),
+    it proposes up to k tokens and leaves in `confidences` one estimate per proposed token.
+
+    The proposal. Two count tries are matched against the end of the text: the request's
+    (every substring of at most `max_depth` tokens of `prefix`) and the cache's (of earlier
+    requests' outputs, at most the cache's `max_depth`). In each, the match is the longest
+    suffix of the text (with the tokens proposed so far) that occurred before with a token
+    after it; its continuations are counted. The token proposed is the most frequent
+    continuation of the deeper of the two matches (the tie rule: between tries, the deeper
+    match, then the higher estimate, then the request's; within a trie, the most frequent
+    token, then the one that followed most recently). Its estimate is its count over the
+    match's continuations: the estimated probability that it is accepted once the tokens
+    before it were. After each token the matches move on to the text with it (a match that
+    cannot extend falls back to shorter suffixes), so a proposal may run past `max_depth`
+    while the text keeps repeating. A proposal stops before the token where the product of
+    the estimates (the estimated probability that everything up to it is accepted) falls
+    under `min_token_prob`, where no match is left, and at `max_spec_factor * m +
+    max_spec_offset` tokens (m: the first match's length) or k.
+
+    The cache. A new generation is recognised as `PromptLookup` recognises it (a prefix that
+    does not extend the indexed one). The decoder calls `end_generation(sequence,
+    prompt_length)` when a generation ends, which adds the generated tokens to the cache;
+    a generation left without it (an abandoned stream) adds, when the next one starts, the
+    tokens after the first prefix the drafter saw.
+
+    Cost. Indexing a token costs O(max_depth) (one count per suffix of up to max_depth
+    tokens), matching the cache after the text it has not seen costs O(max_depth +
+    tokens appended), and each proposed token follows suffix links amortised O(1) per
+    token: a round costs O(max_depth * tokens appended + max_depth + k), independent of the
+    text's length (the prompt is indexed once, O(max_depth * len(prompt))). `work` counts
+    the trie nodes touched, the unit of that cost.
+
+    Args:
+        cache (`SuffixCache`, `None` or `False`, *optional*): the cache of earlier outputs:
+            None (the default) makes one for this drafter; pass one to share it; False: none.
+        max_depth (`int`, *optional*, defaults to 24): the longest substring counted in the
+            request's trie, >= 2.
+        min_token_prob (`float`, *optional*, defaults to 0.1): in [0, 1].
+        max_spec_factor (`float`, *optional*, defaults to 1.0): >= 0.
+        max_spec_offset (`int`, *optional*, defaults to 0): may be negative.
+
+    Raises:
+        TypeError, ValueError: an argument of the wrong type or out of range.
+
+    Example:
+        >>> drafter = SuffixDrafter(cache=False)
+        >>> drafter([5, 6, 7, 5, 6, 7, 5, 6], 3)
+        ([7, 5, 6], None)
+        >>> drafter.confidences
+        [1.0, 1.0, 1.0]
+    """
+
+    # For spec_verify.schedule: no probabilities, cheap, and state that depends only on the
+    # prefixes (and the cache), so it may be called in rounds that verify nothing.
+    shadowable = True
+
+    def __init__(self, cache=None, *, max_depth: int = 24, min_token_prob: float = 0.1,
+                 max_spec_factor: float = 1.0, max_spec_offset: int = 0):
+        if cache is None:
+            cache = SuffixCache(max_depth=max_depth)
+        elif cache is not False and not isinstance(cache, SuffixCache):
+            raise TypeError(f"SuffixDrafter: cache must be a SuffixCache, None or False, got {type(cache).__name__}")
+        self.cache: Optional[SuffixCache] = None if cache is False else cache
+        self.max_depth = _positive(max_depth, "SuffixDrafter: max_depth", 2)
+        self.min_token_prob = _number(min_token_prob, "SuffixDrafter: min_token_prob", 0.0, 1.0)
+        self.max_spec_factor = _number(max_spec_factor, "SuffixDrafter: max_spec_factor", 0.0, math.inf)
+        self.max_spec_offset = _index(max_spec_offset, "SuffixDrafter: max_spec_offset")
+        self.confidences: List[float] = []
+        self.match_length = 0  # the last proposal's first match
+        self._work = 0
+        self.reset()
+
+    def __repr__(self) -> str:
+        cache = "False" if self.cache is None else repr(self.cache)
+        return (f"SuffixDrafter(cache={cache}, max_depth={self.max_depth}, min_token_prob={self.min_token_prob}, "
+                f"max_spec_factor={self.max_spec_factor}, max_spec_offset={self.max_spec_offset})")
+
+    @property
+    def work(self) -> int:
+        """Trie nodes touched by this drafter's request tries and its lookups in the cache."""
+        return self._work + self._trie.work
+
+    def reset(self) -> None:
+        """Forgets the current request without adding it to the cache."""
+        if hasattr(self, "_trie"):
+            self._work += self._trie.work
+        self._tokens: List[int] = []
+        self._trie = _Trie(self.max_depth)
+        self._active = [self._trie.root]
+        self._first = -1  # the length of the first prefix of this generation (-1: none yet)
+        self._global: Optional[_Node] = None  # the text's deepest node in the cache's trie
+        self._global_at = (-1, 0)  # (cache version, tokens matched) behind _global
+
+    def end_generation(self, sequence: Sequence[int], prompt_length: int) -> None:
+        """A generation ended: its tokens after `prompt_length` go into the cache, and the next
+        call starts a new request. Called by the decoder (`SpeculativeDecoder`).
+
+        Args:
+            sequence (`Sequence[int]`): the prompt and the generated tokens.
+            prompt_length (`int`): the prompt's length.
+        """
+        if self.cache is not None:
+            self.cache.add(list(sequence)[prompt_length:])
+        self.reset()
+
+    def __call__(self, prefix: Sequence[int], k: int) -> Tuple[List[int], None]:
+        """Proposes up to k tokens to follow `prefix`; their estimates in `confidences`.
+
+        Args:
+            prefix (`Sequence[int]`): the token ids so far.
+            k (`int`): the most tokens to propose, >= 0.
+
+        Returns:
+            `Tuple[List[int], None]`: the proposal (0 to k ids) and None (one-hot drafts).
+
+        Raises:
+            TypeError: a token or k that is not an int.
+            ValueError: a negative k.
+        """
+        if type(prefix) is not list:
+            prefix = list(prefix)
+        if type(k) is not int:
+            k = _index(k, "SuffixDrafter: k")
+        if k < 0:
+            raise ValueError(f"SuffixDrafter: k must be an int >= 0, got {k}")
+        self._follow(prefix)
+        self.confidences = out_conf = []
+        self.match_length = 0
+        if k == 0:
+            return [], None
+        trie, local = self._trie, self._active[-1]
+        cache = self.cache
+        glob = self._match_cache() if cache is not None and cache.tokens else None
+        out: List[int] = []
+        cap, joint = k, 1.0
+        while len(out) < cap:
+            u = local
+            while u is not None and u.out == 0:
+                u = u.link
+            v = glob
+            while v is not None and v.out == 0:
+                v = v.link
+            # The deeper match, then the higher estimate, then the request's (u).
+            if v is not None and (u is None or v.depth > u.depth or (
+                    v.depth == u.depth and v.best.count * u.out > u.best.count * v.out)):
+                u = v
+            if u is None:
+                break
+            if not out:
+                self.match_length = u.depth
+                cap = min(k, int(math.floor(self.max_spec_factor * u.depth + self.max_spec_offset + 1e-9)))
+                if cap <= 0:
+                    break
+            estimate = u.best.count / u.out
+            joint *= estimate
+            if joint < self.min_token_prob:
+                break
+            token = u.best.token
+            out.append(token)
+            out_conf.append(estimate)
+            local = trie.walk(local, token)
+            if glob is not None:
+                glob = cache._trie.walk(glob, token)
+        return out, None
+
+    # The request's trie ----------------------------------------------------------------------
+
+    def _extends(self, prefix: List[int]) -> bool:
+        tokens = self._tokens
+        m = len(tokens)
+        if m == 0:
+            return True
+        if len(prefix) < m or prefix[0] != tokens[0]:
+            return False
+        lo = max(0, m - self.max_depth - 1)
+        return prefix[lo:m] == tokens[lo:]
+
+    def _follow(self, prefix: List[int]) -> None:
+        # Brings the request's trie up to `prefix` (O(max_depth) per appended token).
+        if not self._extends(prefix):
+            if self.cache is not None and self._first >= 0:
+                self.cache.add(self._tokens[self._first:])  # a generation without end_generation
+            self.reset()
+        tokens = self._tokens
+        if self._first < 0:
+            self._first = len(prefix)
+        new = prefix[len(tokens):]
+        for i, t in enumerate(new):
+            if type(t) is not int:
+                new[i] = _index(t, f"SuffixDrafter: prefix[{len(tokens) + i}]")
+        trie, active = self._trie, self._active
+        for t in new:
+            active = trie.append(active, t)
+        self._active = active
+        tokens.extend(new)
+
+    def _match_cache(self) -> _Node:
+        # The text's deepest node in the cache's trie: moved over the tokens appended since the
+        # last call while the cache is unchanged, else matched afresh over the last max_depth.
+        cache, tokens = self.cache, self._tokens
+        version, done = self._global_at
+        trie = cache._trie
+        if version != cache.version or self._global is None or done > len(tokens):
+            node = trie.match(tokens)
+        else:
+            node = self._global
+            start = max(done, len(tokens) - cache.max_depth)
+            if start > done:
+                node = trie.match(tokens[start:])
+            else:
+                for t in tokens[done:]:
+                    node = trie.walk(node, t)
+        self._global, self._global_at = node, (cache.version, len(tokens))
+        return node
