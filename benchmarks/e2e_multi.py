@@ -324,7 +324,8 @@ def suffix_replay_drafter(sv):
     """The package's suffix drafter with its own process-wide cache, told each finished request."""
     cache = sv.SuffixCache(**SUFFIX_CACHE)
     drafter = sv.SuffixDrafter(cache)
-    return oracle.StepDrafter("suffix", drafter, finish=getattr(drafter, "finish", None))
+    return oracle.StepDrafter("suffix", drafter,
+                              finish=lambda prompt, output: drafter.end_generation(prompt + output, len(prompt)))
 
 
 def oracle_rows(sv, cell: dict, prompts, runs, curve):
