@@ -158,6 +158,27 @@ def test_prompt_lookup_decoder(sv, models):
     assert dec.target_cache.forwards == 2 * stats.rounds
 
 
+def test_suffix_decoder(sv, models):
+    target, _ = models
+    expected = hf_greedy(target, REPEATING, 40)
+    cache = sv.SuffixCache(max_requests=4)
+    dec = sv.transformers.suffix_decoder(target, k=6, temperature=0, cache=cache, max_depth=8)
+    assert dec.drafter.cache is cache and dec.drafter.max_depth == 8 and dec.target_cache.model is target
+    for rep in range(2):  # the first request's output is in the cache for the second
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
+            out = dec.generate(REPEATING, max_new=40)
+        assert out == expected and no_adapter_warnings(record)
+        assert len(cache) == rep + 1 and cache.tokens == 40 * (rep + 1)
+    assert dec.stats.proposed > 0 and dec.target_cache.fallbacks == 0
+    # Another decoder given the same cache adds to it; one of its own does not.
+    other = sv.transformers.suffix_decoder(target, k=4, temperature=0, cache=cache, schedule="constant")
+    assert other.generate(REPEATING, max_new=40) == expected and len(cache) == 3
+    assert other.stats.proposed > 0
+    own = sv.transformers.suffix_decoder(target, k=4, temperature=0)
+    assert own.drafter.cache is not cache and len(own.drafter.cache) == 0
+
+
 def tree_dec(sv, target, draft, drafter, **kw):
     if drafter == "model":
         return sv.transformers.tree_decoder(target, draft, widths=(2, 2, 1), temperature=0, **kw)

@@ -206,6 +206,23 @@ def test_prompt_lookup_greedy_equals_llama_cpp_greedy_generation(sv, models):
     assert new / calls > 1.0  # random weights repeat themselves: some lookups succeed
 
 
+def test_suffix_decoder_greedy_equals_llama_cpp_greedy_generation(sv, models):
+    _, target, ref = models
+    cache = sv.SuffixCache()
+    dec = sv.llama_cpp.suffix_decoder(target, k=6, temperature=0, cache=cache)
+    assert dec.drafter.cache is cache and dec.target_cache.llm is target
+    calls = new = 0
+    for rep in range(2):  # the second pass drafts from the first pass's outputs too
+        for prompt in prompts(target):
+            expect, gaps = llama_greedy(ref, prompt, 60)
+            agree_or_near_tie(dec.generate(prompt, max_new=60), expect, gaps, len(prompt))
+            calls += dec.stats.target_calls
+            new += dec.stats.new_tokens
+    assert len(cache) == 2 * len(prompts(target))
+    print(f"\nsuffix decoding, k = 6: {new / calls:.2f} tokens per target call")
+    assert new / calls > 1.0
+
+
 # The KV caches --------------------------------------------------------------------------------
 
 def test_caches_feed_what_the_prefix_contract_allows(sv, models):

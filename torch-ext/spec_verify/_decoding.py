@@ -168,6 +168,20 @@ def _from_array(x, who: str):
 
 
 
+def _estimates(draft_step, j: int) -> List[float]:
+    """A drafter's estimates for its j tokens (its `confidences` right after the call):
+    numbers in [0, 1], one per token."""
+    estimates = getattr(draft_step, "confidences", None)
+    if not isinstance(estimates, (list, tuple)) or len(estimates) != j:
+        raise ValueError(f"draft_step.confidences must hold one estimate per proposed token (j = {j}), got "
+                         f"{_kind(estimates)}" + (f" of length {len(estimates)}"
+                                                  if isinstance(estimates, (list, tuple)) else ""))
+    for e in estimates:
+        if isinstance(e, bool) or not isinstance(e, (int, float)) or not 0.0 <= e <= 1.0:
+            raise ValueError(f"draft_step.confidences must be numbers in [0, 1], got {e!r}")
+    return list(estimates)
+
+
 class _Decoder(metaclass=ABCMeta):
     """What every decoder runs: `generate` and `stream` over the rounds of its `_rounds(seq,
     max_new, eos_token_id)`, an iterator of each round's new tokens (extending `seq`)."""

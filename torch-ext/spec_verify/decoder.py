@@ -18,6 +18,14 @@ model last round, everything up to len(prefix) + n is still valid. draft_step is
 called when k = 0 (near max_new, or a decoder made with k = 0). A new generation starts
 again from its prompt.
 
+Two optional drafter attributes. `draft_step.confidences`, read right after each call when
+the schedule is adaptive: one float in [0, 1] per proposed token, the drafter's estimate
+that the token is accepted once the tokens before it were (`SuffixDrafter`, `PromptLookup`);
+the schedule then verifies only the first n tokens, those whose calibrated estimates pay on
+the measured cost curve (`AdaptiveSchedule.cut`), so `target_step` may receive fewer tokens
+than the drafter proposed. `draft_step.end_generation(sequence, prompt_length)`: called once
+at the end of each generation (`SuffixDrafter` adds the output to its cache).
+
 NumPy arrays are taken wherever a tensor is (llama.cpp and other engines hand them out):
 a callback may return its tokens, rows, probs or logits as arrays, and prompts and stop
 tokens may be arrays. They are read through `torch.as_tensor`, which shares the array's
@@ -45,8 +53,8 @@ import torch
 from ._api import _flag, _index, _kind, _token_tensor, _type_name, _warp_params
 from ._chains import accept, verify_greedy
 from ._logits import accept_logits
-from ._decoding import (StopTokens, _check_rows, _check_token_range, _count, _culprit, _Decoder, _dense, _from_array,
-                        _method, _now, _stop_set)
+from ._decoding import (StopTokens, _check_rows, _check_token_range, _count, _culprit, _Decoder, _dense,
+                        _estimates, _from_array, _method, _now, _stop_set)
 from ._from_logits import sampling_draft_step
 from ._stats import DecodeStats
 from .schedule import AdaptiveSchedule
@@ -158,7 +166,8 @@ class SpeculativeDecoder(_Decoder):
         schedule (`str` or `AdaptiveSchedule`, *optional*, defaults to `"adaptive"`): how
             many tokens each round proposes. `"adaptive"` (or an `AdaptiveSchedule` with
             its own parameters): chosen each round in `[0, k]` from the measured costs of
-            both callbacks and the acceptance so far, 0 (a plain target step) where
+            both callbacks and the acceptance so far (for a drafter with `confidences`, from
+            its per-token estimates as calibrated so far), 0 (a plain target step) where
             proposing does not pay (`spec_verify.schedule`; the output law is unchanged).
             `"constant"`: always k, as transformers' `num_assistant_tokens_schedule =
             "constant"`. With the adaptive schedule a drafter with `shadowable = True`
@@ -462,7 +471,7 @@ class SpeculativeDecoder(_Decoder):
                 if schedule is not None:
                     schedule.observe_draft(k or self.k, (t1 - t0) * 1e-9)
                     if schedule.confident:
-                        estimates = self._estimates(tokens.shape[0])
+                        estimates = _estimates(self.draft_step, tokens.shape[0])
                         schedule.drafted(len(seq), tokens.tolist(), estimates)
                         if reason == "confidence":  # keep the positions that pay
                             k = schedule.cut(estimates)
@@ -513,19 +522,6 @@ class SpeculativeDecoder(_Decoder):
             stats.target_ns += t3 - t2
             stats.verify_ns += (t2 - t1) + (t4 - t3)
             yield chunk
-
-    def _estimates(self, j: int) -> List[float]:
-        """The drafter's estimates for its j tokens (its `confidences` right after the call):
-        floats in [0, 1], one per token."""
-        estimates = getattr(self.draft_step, "confidences", None)
-        if not isinstance(estimates, (list, tuple)) or len(estimates) != j:
-            raise ValueError(f"draft_step.confidences must hold one estimate per proposed token (j = {j}), got "
-                             f"{_kind(estimates)}" + (f" of length {len(estimates)}"
-                                                      if isinstance(estimates, (list, tuple)) else ""))
-        for e in estimates:
-            if isinstance(e, bool) or not isinstance(e, (int, float)) or not 0.0 <= e <= 1.0:
-                raise ValueError(f"draft_step.confidences must be numbers in [0, 1], got {e!r}")
-        return list(estimates)
 
     # Checks of the callbacks' output: cheap attribute checks here, row contents in the op.
 

@@ -87,11 +87,11 @@ class PromptLookup:
         self.max_ngram = _ngram_size(max_ngram, "max_ngram", 1, None)
         self.min_ngram = _ngram_size(min_ngram, "min_ngram", 1, self.max_ngram)
         self.work = 0
-        # Its own record, kept across generations: per n-gram size, decayed counts of proposed
-        # tokens decided by the text that followed (while the ones before them matched), and
-        # of those that matched.
-        self._decided = [0.0] * (self.max_ngram - self.min_ngram + 1)
-        self._matched = [0.0] * (self.max_ngram - self.min_ngram + 1)
+        # Its own record, kept across generations: per n-gram size and position in the
+        # proposal, decayed counts of proposed tokens decided by the text that followed (while
+        # the ones before them matched), and of those that matched.
+        self._decided: List[List[float]] = [[] for _ in range(self.min_ngram, self.max_ngram + 1)]
+        self._matched: List[List[float]] = [[] for _ in range(self.min_ngram, self.max_ngram + 1)]
         self.confidences: List[float] = []
         self.reset()
 
@@ -145,9 +145,8 @@ class PromptLookup:
                 out = tokens[start:start + k]
                 for i in range(len(out), k):
                     out.append(out[i - (length - start)])
-                i = n - self.min_ngram
-                self.confidences = [(self._matched[i] + 1.0) / (self._decided[i] + 2.0)] * k
-                self._last = (length, out, i)
+                self.confidences = self._estimates(n - self.min_ngram, k)
+                self._last = (length, out, n - self.min_ngram)
                 return out, None
         return [], None
 
@@ -156,17 +155,31 @@ class PromptLookup:
         # into the record of its n-gram size: O(k) per call.
         if self._last is None:
             return
-        start, out, i = self._last
+        start, out, size = self._last
         self._last = None
-        tokens = self._tokens
+        tokens, decided, matched = self._tokens, self._decided[size], self._matched[size]
         for j, t in enumerate(out):
             if start + j >= len(tokens):
                 break
+            if j == len(decided):
+                decided.append(0.0)
+                matched.append(0.0)
             ok = tokens[start + j] == t
-            self._decided[i] = 0.9 * self._decided[i] + 1.0
-            self._matched[i] = 0.9 * self._matched[i] + (1.0 if ok else 0.0)
+            decided[j] = 0.9 * decided[j] + 1.0
+            matched[j] = 0.9 * matched[j] + (1.0 if ok else 0.0)
             if not ok:
                 break
+
+    def _estimates(self, size: int, k: int) -> List[float]:
+        # Per position, the share matched, with one observation's weight of the previous
+        # position's estimate as its prior (0.5 before the first): O(k).
+        decided, matched = self._decided[size], self._matched[size]
+        out, prior = [], 0.5
+        for j in range(k):
+            if j < len(decided):
+                prior = (matched[j] + prior) / (decided[j] + 1.0)
+            out.append(prior)
+        return out
 
     # The index ------------------------------------------------------------------------------
 

@@ -32,14 +32,21 @@ While it chooses k = 0 it keeps learning:
   could not repay over the tokens that remain what the draft model's catching up on the
   text it has not seen costs (then it is not run).
 
+A drafter that gives per-token estimates (`confidences`: `SuffixDrafter`, `PromptLookup`)
+and is shadowable is asked for k_max tokens every round, and `cut` keeps the first n, the
+n of highest estimated rate on the measured cost curve with each token's acceptance its
+calibrated estimate (0 unless it beats plain decoding by `margin`). The calibration: per
+bucket of estimates, decayed counts of how often a proposed token matched the token
+emitted at its position (`calibration()`), kept across generations like the costs.
+
 While it chooses k > 0, c(1) is not measured, and every cost is kept in its units: a c(1)
 measured high (another process during the first plain steps) makes every drafted round look
 cheaper than it is, and a draft that loses kept running for whole runs. So after 16, 32, ...
 256 rounds of k > 0 in a row a "refresh" round is a plain step, and a lower c(1) it measures
 replaces the kept one.
 
-Why the output law does not change. The k of a round is a function of the past only:
-earlier tokens, earlier proposals and measured times, none of which depends on the
+Why the output law does not change. The k of a round (and a confidence cut) is a function
+of the past only: earlier tokens, earlier proposals and their estimates, and measured times, none of which depends on the
 uniforms of this or later rounds. Greedy verification emits the target's greedy tokens
 whatever k is; speculative sampling emits, for any k fixed before the round, tokens with
 the target's law given the prefix. So the output stays greedy decoding of the target, or
@@ -129,9 +136,6 @@ class AdaptiveSchedule:
         self.shadowable = False  # set by the decoder from its drafter
         self.draft_token_hint: Optional[Callable[[], float]] = None  # an adapter's estimate
         self.confident = False  # set by the decoder: its drafter leaves estimates in `confidences`
-        # Acceptance by position, decayed counts; kept across generations.
-        self._acc: List[float] = []
-        self._dec: List[float] = []
         # Calibration of the drafter's estimates: per bucket of estimates, decayed counts of
         # positions decided, of those accepted, and the sum of their estimates.
         self._cal_n = [0.0] * CALIBRATION_BUCKETS
@@ -140,9 +144,12 @@ class AdaptiveSchedule:
         self.reset()
 
     def reset(self) -> None:
-        """Starts a generation: probes afresh; costs, acceptance and calibration kept (one
-        decoder's requests share a target and usually a kind of text)."""
+        """Starts a generation: acceptance by position and probes afresh; costs and the
+        calibration of a drafter's estimates kept (one decoder's requests share a target, a
+        drafter and usually a kind of text)."""
         self._round = 0
+        self._acc: List[float] = []
+        self._dec: List[float] = []
         self._since_probe = 0
         self._gap = 2
         self._since_recheck, self._recheck_gap = 0, 16

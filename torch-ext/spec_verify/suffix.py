@@ -222,8 +222,8 @@ class SuffixDrafter:
     The proposal. Two count tries are matched against the end of the text: the request's
     (every substring of at most `max_depth` tokens of `prefix`) and the cache's (of earlier
     requests' outputs, at most the cache's `max_depth`). In each, the match is the longest
-    suffix of the text (with the tokens proposed so far) that occurred before with a token
-    after it; its continuations are counted. The token proposed is the most frequent
+    suffix of the text (with the tokens proposed so far), of one token or more, that
+    occurred before with a token after it; its continuations are counted. The token proposed is the most frequent
     continuation of the deeper of the two matches (the tie rule: between tries, the deeper
     match, then the higher estimate, then the request's; within a trie, the most frequent
     token, then the one that followed most recently). Its estimate is its count over the
@@ -352,12 +352,18 @@ class SuffixDrafter:
         out: List[int] = []
         cap, joint = k, 1.0
         while len(out) < cap:
-            u = local
-            while u is not None and u.out == 0:
-                u = u.link
+            # The deepest suffix (of one token or more) with continuations in each trie; the
+            # nodes above it have none, so the walks below may start there (amortised O(1)).
+            u, steps = local, 0
+            while u.depth and u.out == 0:
+                u, steps = u.link, steps + 1
+            local, u = u, (u if u.depth else None)
             v = glob
-            while v is not None and v.out == 0:
-                v = v.link
+            if v is not None:
+                while v.depth and v.out == 0:
+                    v, steps = v.link, steps + 1
+                glob, v = v, (v if v.depth else None)
+            self._work += steps
             # The deeper match, then the higher estimate, then the request's (u).
             if v is not None and (u is None or v.depth > u.depth or (
                     v.depth == u.depth and v.best.count * u.out > u.best.count * v.out)):
