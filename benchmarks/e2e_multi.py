@@ -317,13 +317,16 @@ def replay_drafters(sv):
     out = {"lookup": lambda: oracle.CurrentLookup(sv), "lookup + earlier outputs": lambda: oracle.HistoryLookup(sv)}
     if hasattr(sv, "SuffixDrafter"):
         out["suffix"] = lambda: suffix_replay_drafter(sv)
+        # Its candidates without its cuts (no confidence threshold, up to 16 tokens after a
+        # match of one): what the cuts give up, since the oracle never pays for a long proposal.
+        out["suffix, uncut"] = lambda: suffix_replay_drafter(sv, min_token_prob=0.0, max_spec_factor=16.0)
     return out
 
 
-def suffix_replay_drafter(sv):
+def suffix_replay_drafter(sv, **knobs):
     """The package's suffix drafter with its own process-wide cache, told each finished request."""
     cache = sv.SuffixCache(**SUFFIX_CACHE)
-    drafter = sv.SuffixDrafter(cache)
+    drafter = sv.SuffixDrafter(cache, **knobs)
     return oracle.StepDrafter("suffix", drafter,
                               finish=lambda prompt, output: drafter.end_generation(prompt + output, len(prompt)))
 
