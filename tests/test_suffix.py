@@ -255,6 +255,8 @@ def test_bad_arguments_are_refused(sv):
         (lambda: sv.SuffixCache(max_tokens=2.5), TypeError, "max_tokens must be an int"),
         (lambda: sv.SuffixDrafter()([1, 2], -1), ValueError, "k must be an int >= 0"),
         (lambda: sv.SuffixDrafter()([1, 2.5], 2), TypeError, r"prefix\[1\] must be an int"),
+        (lambda: sv.SuffixDrafter()([1, -2], 2), ValueError, r"prefix\[1\] must be a token id >= 0, got -2"),
+        (lambda: sv.SuffixCache().add([3, -1]), ValueError, r"tokens\[1\] must be a token id >= 0"),
     ]:
         with pytest.raises(err, match=msg):
             make()

@@ -10,104 +10,19 @@ reads those estimates (`confidences`) to choose how much of the proposal to veri
 The idea is SuffixDecoding's (Oliaro et al., arXiv 2411.04975; Snowflake ArcticInference):
 match the end of the text against suffix trees of the request and of earlier outputs, follow
 the most frequent continuation while its estimated probability stays above a threshold, and
-cap the length by the match's length. Here the trees are tries of every substring of at most
-`max_depth` tokens with suffix links, so that a round costs O(max_depth + tokens appended +
-tokens proposed) whatever the length of the text (see `SuffixDrafter`).
+cap the length by the match's length. Here the trees are count tries of the substrings of at
+most `max_depth` tokens with suffix links, so that a round costs O(max_depth + tokens appended +
+tokens proposed) whatever the length of the text (see `SuffixDrafter`; the trie is in
+`_suffix_trie.py`).
 """
 from __future__ import annotations
 
 import math
 from collections import deque
-from typing import Deque, Dict, List, Optional, Sequence, Tuple
+from typing import Deque, List, Optional, Sequence, Tuple
 
 from ._api import _index
-
-
-class _Node:
-    """A trie node: the string of the path from the root (of length `depth`)."""
-
-    __slots__ = ("children", "count", "out", "best", "stamp", "link", "depth", "token")
-
-    def __init__(self, depth: int, link: Optional["_Node"], token: int = -1):
-        self.token = token  # the last token of the string
-        self.children: Dict[int, _Node] = {}
-        self.count = 0  # occurrences of the string
-        self.out = 0  # occurrences followed by a token: the sum of the children's counts
-        self.best: Optional[_Node] = None  # the child proposed: the most frequent, ties to the most recent
-        self.stamp = 0  # when the string last occurred (a counter of the trie's insertions)
-        self.link = link  # the node of the string without its first token (None at the root)
-        self.depth = depth
-
-
-class _Trie:
-    """Counts of every substring of at most `max_depth` tokens of the documents inserted, with
-    suffix links. A document is inserted token by token through an `active` list: the nodes of
-    its suffixes of lengths 0..min(length, max_depth - 1) (the root first)."""
-
-    def __init__(self, max_depth: int):
-        self.max_depth = max_depth
-        self.root = _Node(0, None)
-        self.clock = 0  # insertions so far: the stamps
-        self.work = 0  # nodes touched, the unit of the cost
-
-    def append(self, active: List[_Node], token: int) -> List[_Node]:
-        """Counts `token` after each string of `active`: O(len(active)); the new active list."""
-        self.clock += 1
-        stamp, top, link = self.clock, self.max_depth, self.root
-        new = [self.root]
-        for node in active:
-            child = node.children.get(token)
-            if child is None:
-                child = node.children[token] = _Node(node.depth + 1, link, token)
-            child.count += 1
-            child.stamp = stamp
-            node.out += 1
-            best = node.best
-            # The incremented child is now the most recent: it wins ties.
-            if best is None or best is child or child.count >= best.count:
-                node.best = child
-            link = child
-            if child.depth < top:
-                new.append(child)
-        self.work += len(active)
-        return new
-
-    def remove(self, active: List[_Node], token: int) -> List[_Node]:
-        """Undoes `append` for the oldest document (its tokens replayed in order): O(len(active))
-        plus a scan of a node's children where its proposed child loses a count."""
-        new = [self.root]
-        for node in active:
-            child = node.children[token]
-            child.count -= 1
-            node.out -= 1
-            if child.count == 0:
-                del node.children[token]  # its own children are removed as the replay goes on
-            if node.best is child:
-                # The oldest occurrences go first, so every remaining child's stamp is still its latest.
-                node.best = max(node.children.values(), key=lambda c: (c.count, c.stamp)) if node.children else None
-                self.work += len(node.children)
-            if child.depth < self.max_depth:
-                new.append(child)
-        self.work += len(active)
-        return new
-
-    def walk(self, node: _Node, token: int) -> _Node:
-        """The deepest node of (node's string + token)'s suffixes, given that `node` is the deepest
-        of the text's: follows suffix links until a node has `token` as a child (amortised O(1))."""
-        while node is not None:
-            self.work += 1
-            child = node.children.get(token)
-            if child is not None:
-                return child
-            node = node.link
-        return self.root
-
-    def match(self, tokens: Sequence[int]) -> _Node:
-        """The deepest node that is a suffix of `tokens` (only their last max_depth count): O(max_depth)."""
-        node = self.root
-        for t in tokens[max(0, len(tokens) - self.max_depth):]:
-            node = self.walk(node, t)
-        return node
+from ._suffix_trie import Locus, _Trie
 
 
 def _positive(value, what: str, low: int, high: Optional[int] = None) -> int:
@@ -132,7 +47,8 @@ class SuffixCache:
     When more than `max_requests` requests, or more than `max_tokens` tokens, are held, the
     oldest requests are dropped first and their counts removed, so the counts are always
     those of the requests held. A request longer than `max_tokens` keeps its last
-    `max_tokens` tokens. Memory: at most `max_depth` trie nodes per token held.
+    `max_tokens` tokens. Memory: the tokens held, and a trie node per substring of at most
+    `max_depth` tokens that occurs twice or more among them.
 
     Args:
         max_requests (`int`, *optional*, defaults to 256): the most requests held, >= 1.
@@ -162,8 +78,8 @@ class SuffixCache:
 
     def clear(self) -> None:
         """Drops every request."""
-        self._trie = _Trie(self.max_depth)
-        self._requests: Deque[List[int]] = deque()
+        self._trie = _Trie(self.max_depth, [])
+        self._requests: Deque[int] = deque()  # each request's length, oldest first
         self._tokens = 0
         self.version += 1
 
@@ -189,16 +105,20 @@ class SuffixCache:
 
         Raises:
             TypeError: an id that is not an int.
+            ValueError: a negative id.
         """
-        doc = [_index(t, f"SuffixCache.add: tokens[{i}]") for i, t in enumerate(tokens)]
+        doc = [_token(t, f"SuffixCache.add: tokens[{i}]") for i, t in enumerate(tokens)]
         if not doc:
             return
         if self.max_tokens is not None and len(doc) > self.max_tokens:
             doc = doc[len(doc) - self.max_tokens:]
-        trie, active = self._trie, [self._trie.root]
+        trie = self._trie
+        store, active = trie.store, [trie.root]
         for t in doc:
-            active = trie.append(active, t)
-        self._requests.append(doc)
+            store.append(t)
+            active = trie.append(active, trie.base + len(store) - 1)
+        store.append(-1)  # no substring runs into the next request
+        self._requests.append(len(doc))
         self._tokens += len(doc)
         while len(self._requests) > self.max_requests or (
                 self.max_tokens is not None and self._tokens > self.max_tokens):
@@ -206,11 +126,14 @@ class SuffixCache:
         self.version += 1
 
     def _drop_oldest(self) -> None:
-        doc = self._requests.popleft()
-        trie, active = self._trie, [self._trie.root]
-        for t in doc:
-            active = trie.remove(active, t)
-        self._tokens -= len(doc)
+        length = self._requests.popleft()
+        trie = self._trie
+        active = [trie.root]
+        for q in range(trie.base, trie.base + length):
+            active = trie.remove(active, q)
+        del trie.store[:length + 1]  # the request and its separator: positions stay
+        trie.base += length + 1
+        self._tokens -= length
 
 
 class SuffixDrafter:
@@ -241,12 +164,12 @@ class SuffixDrafter:
     a generation left without it (an abandoned stream) adds, when the next one starts, the
     tokens after the first prefix the drafter saw.
 
-    Cost. Indexing a token costs O(max_depth) (one count per suffix of up to max_depth
-    tokens), matching the cache after the text it has not seen costs O(max_depth +
-    tokens appended), and each proposed token follows suffix links amortised O(1) per
-    token: a round costs O(max_depth * tokens appended + max_depth + k), independent of the
-    text's length (the prompt is indexed once, O(max_depth * len(prompt))). `work` counts
-    the trie nodes touched, the unit of that cost.
+    Cost. Indexing a token costs a step per suffix of the text that occurred before (at
+    most `max_depth`; only repeated substrings have trie nodes), matching the cache after the
+    text it has not seen costs O(max_depth + tokens appended), and each proposed token
+    follows suffix links amortised O(1) per token: a round costs at most O(max_depth *
+    tokens appended + max_depth + k), independent of the text's length (the prompt is
+    indexed once, at most O(max_depth * len(prompt))). `work` counts the steps.
 
     Args:
         cache (`SuffixCache`, `None` or `False`, *optional*): the cache of earlier outputs:
@@ -303,10 +226,10 @@ class SuffixDrafter:
         if hasattr(self, "_trie"):
             self._work += self._trie.work
         self._tokens: List[int] = []
-        self._trie = _Trie(self.max_depth)
+        self._trie = _Trie(self.max_depth, self._tokens)
         self._active = [self._trie.root]
         self._first = -1  # the length of the first prefix of this generation (-1: none yet)
-        self._global: Optional[_Node] = None  # the text's deepest node in the cache's trie
+        self._global: Optional[Locus] = None  # the text's deepest locus in the cache's trie
         self._global_at = (-1, 0)  # (cache version, tokens matched) behind _global
 
     def end_generation(self, sequence: Sequence[int], prompt_length: int) -> None:
@@ -333,7 +256,7 @@ class SuffixDrafter:
 
         Raises:
             TypeError: a token or k that is not an int.
-            ValueError: a negative k.
+            ValueError: a negative k or token.
         """
         if type(prefix) is not list:
             prefix = list(prefix)
@@ -346,45 +269,47 @@ class SuffixDrafter:
         self.match_length = 0
         if k == 0:
             return [], None
-        trie, local = self._trie, self._active[-1]
-        cache = self.cache
+        trie, cache = self._trie, self.cache
+        local: Locus = (self._active[-1], 0, 0)
         glob = self._match_cache() if cache is not None and cache.tokens else None
+        gtrie = cache._trie if glob is not None else None
         out: List[int] = []
         cap, joint = k, 1.0
         while len(out) < cap:
             # The deepest suffix (of one token or more) with continuations in each trie; the
-            # nodes above it have none, so the walks below may start there (amortised O(1)).
-            u, steps = local, 0
-            while u.depth and u.out == 0:
-                u, steps = u.link, steps + 1
-            local, u = u, (u if u.depth else None)
-            v = glob
-            if v is not None:
-                while v.depth and v.out == 0:
-                    v, steps = v.link, steps + 1
-                glob, v = v, (v if v.depth else None)
-            self._work += steps
-            # The deeper match, then the higher estimate, then the request's (u).
-            if v is not None and (u is None or v.depth > u.depth or (
-                    v.depth == u.depth and v.best.count * u.out > u.best.count * v.out)):
-                u = v
-            if u is None:
+            # loci above it have none, so the walks below may start there (amortised O(1)).
+            u, (n, token, count) = local, trie.continuation(local)
+            while n == 0 and _depth(u):
+                u = trie.link(u)
+                n, token, count = trie.continuation(u)
+            local, depth = u, _depth(u)
+            if depth == 0:  # the root: no match
+                n = 0
+            if glob is not None:
+                v, (gn, gtoken, gcount) = glob, gtrie.continuation(glob)
+                while gn == 0 and _depth(v):
+                    v = gtrie.link(v)
+                    gn, gtoken, gcount = gtrie.continuation(v)
+                glob = v
+                # The deeper match (of one token or more), then the higher estimate, then the request's.
+                if gn and _depth(v) and (n == 0 or _depth(v) > depth or (_depth(v) == depth and gcount * n > count * gn)):
+                    n, token, count, depth = gn, gtoken, gcount, _depth(v)
+            if n == 0:
                 break
             if not out:
-                self.match_length = u.depth
-                cap = min(k, int(math.floor(self.max_spec_factor * u.depth + self.max_spec_offset + 1e-9)))
+                self.match_length = depth
+                cap = min(k, int(math.floor(self.max_spec_factor * depth + self.max_spec_offset + 1e-9)))
                 if cap <= 0:
                     break
-            estimate = u.best.count / u.out
+            estimate = count / n
             joint *= estimate
             if joint < self.min_token_prob:
                 break
-            token = u.best.token
             out.append(token)
             out_conf.append(estimate)
             local = trie.walk(local, token)
             if glob is not None:
-                glob = cache._trie.walk(glob, token)
+                glob = gtrie.walk(glob, token)
         return out, None
 
     # The request's trie ----------------------------------------------------------------------
@@ -410,29 +335,37 @@ class SuffixDrafter:
             self._first = len(prefix)
         new = prefix[len(tokens):]
         for i, t in enumerate(new):
-            if type(t) is not int:
-                new[i] = _index(t, f"SuffixDrafter: prefix[{len(tokens) + i}]")
-        trie, active = self._trie, self._active
-        for t in new:
-            active = trie.append(active, t)
-        self._active = active
+            if type(t) is not int or t < 0:
+                new[i] = _token(t, f"SuffixDrafter: prefix[{len(tokens) + i}]")
         tokens.extend(new)
+        trie, active = self._trie, self._active
+        for e in range(len(tokens) - len(new), len(tokens)):
+            active = trie.append(active, e)
+        self._active = active
 
-    def _match_cache(self) -> _Node:
-        # The text's deepest node in the cache's trie: moved over the tokens appended since the
-        # last call while the cache is unchanged, else matched afresh over the last max_depth.
+    def _match_cache(self) -> Locus:
+        # The text's deepest locus in the cache's trie: moved over the tokens appended since
+        # the last call while the cache is unchanged, else matched afresh over the last max_depth.
         cache, tokens = self.cache, self._tokens
         version, done = self._global_at
         trie = cache._trie
-        if version != cache.version or self._global is None or done > len(tokens):
-            node = trie.match(tokens)
+        if version != cache.version or self._global is None or done > len(tokens) or \
+                len(tokens) - done > cache.max_depth:
+            locus = trie.match(tokens)
         else:
-            node = self._global
-            start = max(done, len(tokens) - cache.max_depth)
-            if start > done:
-                node = trie.match(tokens[start:])
-            else:
-                for t in tokens[done:]:
-                    node = trie.walk(node, t)
-        self._global, self._global_at = node, (cache.version, len(tokens))
-        return node
+            locus = self._global
+            for t in tokens[done:]:
+                locus = trie.walk(locus, t)
+        self._global, self._global_at = locus, (cache.version, len(tokens))
+        return locus
+
+
+def _depth(locus: Locus) -> int:
+    return locus[0].depth + locus[1]
+
+
+def _token(value, what: str) -> int:
+    n = _index(value, what)
+    if n < 0:
+        raise ValueError(f"{what} must be a token id >= 0, got {n}")
+    return n
