@@ -355,10 +355,12 @@ def fmt_curve(curve) -> str:
 def markdown(rows, oracles, curves, title: str) -> str:
     ceiling = {(o["engine"], o["model"], o["workload"], o["drafter"]): o["whole"] for o in oracles}
     drafter_of = {"lookup (default)": "lookup", "suffix (default)": "suffix"}
-    lines = [f"### {title}", "", "Cost curves measured in this run (one target call scoring n positions with logits "
-             "at all n, in one-position steps):", ""]
-    lines += [f"- {engine}, {model}: {fmt_curve(curve)}" for (engine, model), curve in curves.items()]
-    lines += ["", "| engine | model | workload | mode | method | tok/s | vs plain | per request vs plain | "
+    lines = [f"### {title}", ""]
+    if curves:
+        lines += ["Cost curves measured in this run (one target call scoring n positions with logits at all n, in "
+                  "one-position steps):", ""]
+        lines += [f"- {engine}, {model}: {fmt_curve(curve)}" for (engine, model), curve in curves.items()] + [""]
+    lines += ["| engine | model | workload | mode | method | tok/s | vs plain | per request vs plain | "
               "first token vs plain's | tokens per target call | greedy = plain | oracle ceiling | load (1/5/15 min) |",
               "|" + "---|" * 13]
     for r in rows:
@@ -368,6 +370,8 @@ def markdown(rows, oracles, curves, title: str) -> str:
                      + f" | {r['first_ratio']:.2f}x | " + (f"{r['per_call']:.2f}" if r["per_call"] else "")
                      + " | " + ("" if r["same"] is None or r["method"] == "plain" else f"{r['same']}/{r['requests']}")
                      + " | " + (f"{c:.2f}x" if c and r["mode"] == "greedy" else "") + f" | {r['load']} |")
+    if not oracles:
+        return "\n".join(lines) + "\n"
     lines += ["", "Oracle replay of plain's greedy outputs (each round's length chosen by dynamic programming "
               "against the measured curve; whole runs include plain's prefill):", "",
               "| engine | model | workload | drafter | ceiling, whole runs | ceiling, decoding | per request | "
