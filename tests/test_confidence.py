@@ -188,3 +188,21 @@ def test_prompt_lookup_estimates_follow_its_record(sv):
             first.append(lookup.confidences[0])
     # The record decays by 0.9 a proposal (a fresh token that repeats an earlier one is copied).
     assert first[0] > 0.5 and sorted(first)[len(first) // 2] < 0.2 and min(first) < 0.1, first
+
+
+def test_costs_and_calibration_carry_across_generations(sv):
+    target = ToyLM(16, seed=3, sharpness=3.0)
+    clock = SimClock()
+    step = timed_target(target, clock, lambda n: 0.001 * (1 + 0.1 * (n - 1)), prefill=0.0001)
+    dec = sv.SpeculativeDecoder(ConfidentDrafter(target, clock, 3), step, k=8,
+                                schedule=sv.AdaptiveSchedule(clock=clock))
+    dec.generate([1, 2, 3], max_new=60)
+    first = dec.stats
+    step.reset()
+    dec.generate([1, 2, 3], max_new=60)
+    second = dec.stats
+    # The second generation starts where the first left: no measuring round, every drafted
+    # round cut at 3 (but the last, whose cap max_new lowers), the calibration's counts grown.
+    assert first.schedule_reasons.get("measure") == 1 and "measure" not in second.schedule_reasons
+    assert sum(second.chosen_length_counts[1:]) - 1 <= second.chosen_length_counts[3]
+    assert second.calibration[-1]["weight"] > first.calibration[-1]["weight"]

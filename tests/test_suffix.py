@@ -175,7 +175,8 @@ def test_the_cache_holds_its_limits_and_the_counts_of_the_requests_held(sv, max_
     fresh = sv.SuffixCache(max_requests=max_requests, max_tokens=max_tokens, max_depth=6)
     for doc in held:
         fresh.add(doc)
-    a, b = sv.SuffixDrafter(cache, max_depth=6, min_token_prob=0.0), sv.SuffixDrafter(fresh, max_depth=6, min_token_prob=0.0)
+    a = sv.SuffixDrafter(cache, max_depth=6, min_token_prob=0.0)
+    b = sv.SuffixDrafter(fresh, max_depth=6, min_token_prob=0.0)
     rng = random.Random(5)
     for _ in range(60):
         ctx = [7777] + rng.choice(docs)[:rng.randrange(1, 40)]

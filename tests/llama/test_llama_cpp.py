@@ -209,8 +209,11 @@ def test_prompt_lookup_greedy_equals_llama_cpp_greedy_generation(sv, models):
 def test_suffix_decoder_greedy_equals_llama_cpp_greedy_generation(sv, models):
     _, target, ref = models
     cache = sv.SuffixCache()
-    dec = sv.llama_cpp.suffix_decoder(target, k=6, temperature=0, cache=cache)
-    assert dec.drafter.cache is cache and dec.target_cache.llm is target
+    # Constant k so that every round drafts (the adaptive schedule may find nothing pays here);
+    # a second decoder on the adaptive schedule shares the cache.
+    dec = sv.llama_cpp.suffix_decoder(target, k=6, temperature=0, cache=cache, schedule="constant")
+    adaptive = sv.llama_cpp.suffix_decoder(target, k=6, temperature=0, cache=cache)
+    assert dec.drafter.cache is cache is adaptive.drafter.cache and dec.target_cache.llm is target
     calls = new = 0
     for rep in range(2):  # the second pass drafts from the first pass's outputs too
         for prompt in prompts(target):
@@ -218,7 +221,8 @@ def test_suffix_decoder_greedy_equals_llama_cpp_greedy_generation(sv, models):
             agree_or_near_tie(dec.generate(prompt, max_new=60), expect, gaps, len(prompt))
             calls += dec.stats.target_calls
             new += dec.stats.new_tokens
-    assert len(cache) == 2 * len(prompts(target))
+            agree_or_near_tie(adaptive.generate(prompt, max_new=60), expect, gaps, len(prompt))
+    assert len(cache) == 4 * len(prompts(target))
     print(f"\nsuffix decoding, k = 6: {new / calls:.2f} tokens per target call")
     assert new / calls > 1.0
 

@@ -46,13 +46,14 @@ cheaper than it is, and a draft that loses kept running for whole runs. So after
 replaces the kept one.
 
 Why the output law does not change. The k of a round (and a confidence cut) is a function
-of the past only: earlier tokens, earlier proposals and their estimates, and measured times, none of which depends on the
-uniforms of this or later rounds. Greedy verification emits the target's greedy tokens
-whatever k is; speculative sampling emits, for any k fixed before the round, tokens with
-the target's law given the prefix. So the output stays greedy decoding of the target, or
-has the target's law, with any schedule. Shadow proposals draw nothing from the
-generator. (With a fixed generator seed, sampled output is reproducible only under
-`schedule="constant"`: measured times, and so the k chosen, differ from run to run.)
+of the past only: earlier tokens, earlier proposals and their estimates, and measured
+times, none of which depends on the uniforms of this or later rounds. Greedy verification
+emits the target's greedy tokens whatever k is; speculative sampling emits, for any k
+fixed before the round, tokens with the target's law given the prefix. So the output
+stays greedy decoding of the target, or has the target's law, with any schedule. Shadow
+proposals draw nothing from the generator. (With a fixed generator seed, sampled output
+is reproducible only under `schedule="constant"`: measured times, and so the k chosen,
+differ from run to run.)
 """
 from __future__ import annotations
 

@@ -146,8 +146,8 @@ class SuffixDrafter:
     (every substring of at most `max_depth` tokens of `prefix`) and the cache's (of earlier
     requests' outputs, at most the cache's `max_depth`). In each, the match is the longest
     suffix of the text (with the tokens proposed so far), of one token or more, that
-    occurred before with a token after it; its continuations are counted. The token proposed is the most frequent
-    continuation of the deeper of the two matches (the tie rule: between tries, the deeper
+    occurred before with a token after it; its continuations are counted. The token
+    proposed is the most frequent continuation of the deeper of the two matches (the tie rule: between tries, the deeper
     match, then the higher estimate, then the request's; within a trie, the most frequent
     token, then the one that followed most recently). Its estimate is its count over the
     match's continuations: the estimated probability that it is accepted once the tokens
@@ -292,8 +292,9 @@ class SuffixDrafter:
                     gn, gtoken, gcount = gtrie.continuation(v)
                 glob = v
                 # The deeper match (of one token or more), then the higher estimate, then the request's.
-                if gn and _depth(v) and (n == 0 or _depth(v) > depth or (_depth(v) == depth and gcount * n > count * gn)):
-                    n, token, count, depth = gn, gtoken, gcount, _depth(v)
+                gdepth = _depth(v)
+                if gn and gdepth and (n == 0 or gdepth > depth or (gdepth == depth and gcount * n > count * gn)):
+                    n, token, count, depth = gn, gtoken, gcount, gdepth
             if n == 0:
                 break
             if not out:
