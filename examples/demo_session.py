@@ -82,7 +82,7 @@ def run(sv, requests: int = 4) -> None:
         answer = tokenizer.decode([t for t in spec["tokens"] if t not in stop]).strip()
         same = "" if spec["tokens"] == base["tokens"] else " (differs from plain's)"
         print(f" {r + 1:<8} {len(spec['tokens']):>6} {rate_p:>12.1f} {rate_s:>28.1f} {rate_p and rate_s / rate_p:>8.2f}x "
-              f"{held:>17}  {answer[:100]}{same}")
+              f"{held:>17}  {answer[:120]}{same}")
     overall = (totals["spec"][0] / totals["spec"][1]) / (totals["plain"][0] / totals["plain"][1])
     print(f" over the session: {overall:.2f}x plain generate's tokens/s "
           f"({totals['spec'][0] / totals['spec'][1]:.1f} against {totals['plain'][0] / totals['plain'][1]:.1f})")
