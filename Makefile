@@ -85,8 +85,7 @@ variants: build variants-build
 # upload command (scripts/hub.py). Nothing is uploaded.
 hub: build cross-build variants-build
 	@$(STAGE) hub $(PY) scripts/hub.py --python $(PY) \
-	  $$(for v in $${SPEC_VERIFY_CACHE:-$$HOME/.cache/spec-verify}/variants/venv-torch*/bin/python; \
-	     [ -x $$v ] && echo --python $$v; done)
+	  $$(PY=$(PY) scripts/variants.sh pythons | sed 's/^/--python /')
 
 # llama.cpp: spec_verify.llama_cpp against a real llama.cpp on tiny GGUF models written by
 # the tests. llama-cpp-python is built from source once (5-14 minutes on 2 cores) into

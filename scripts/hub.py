@@ -148,7 +148,7 @@ def main() -> int:
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "abi_check.py"), str(out / "build")])
     if r.returncode != 0:
         raise HubError("the ABI check of the folder's variants failed")
-    check_load(out, args.python or [sys.executable])
+    check_load(out, list(dict.fromkeys(args.python)) or [sys.executable])
     files = sum(1 for p in out.rglob("*") if p.is_file())
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     rel = os.path.relpath(out)

@@ -16,6 +16,7 @@
 #                               2.13 with the stable variant of `make build`; and the demo
 #                               (examples/demo.py) runs as written under torch 2.15
 #   scripts/variants.sh venvs   only make (or check) the cached venvs
+#   scripts/variants.sh pythons print the python of each pair whose venv is made, making none
 #   scripts/variants.sh         build, then test
 #
 # The pairs: torch 2.12.1 (the torch212 variant), the host's torch 2.13.0 (requirements.txt's
@@ -127,6 +128,7 @@ torch_venv() {
   local torch=$1 kernels=$2 venv="$CACHE/venv-torch$1" stamp
   stamp="torch==$torch kernels==$kernels ${VENV_SPECS[*]}"
   if [[ ! -f "$venv/.complete" || "$(cat "$venv/.complete")" != "$stamp" ]]; then
+    [[ -z ${ONLY_EXISTING:-} ]] || return 1
     # PyPI's x86-64 torch is the CUDA build: pip brings its NVIDIA libraries (about 4 GB),
     # without which it does not import. No GPU is used.
     log "setting up $venv (torch $torch from PyPI, with its CUDA libraries; kernels $kernels)"
@@ -151,9 +153,10 @@ with_kernels() {
   site=$("$base" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   name=$("$base" -c 'import torch; print(torch.__version__.split("+")[0])')
   overlay="$CACHE/venv-torch$name-kernels$kernels"
-  stamp="$site kernels==$kernels"
+  stamp="$site kernels[benchmark]==$kernels"
   if [[ ! -f "$overlay/.complete" || "$(cat "$overlay/.complete")" != "$stamp" ]] ||
      ! "$overlay/bin/python" -c "import torch, kernels" 2>/dev/null; then
+    [[ -z ${ONLY_EXISTING:-} ]] || return 1
     log "setting up $overlay (kernels $kernels over $site)"
     rm -rf "$overlay"
     python3 -m venv "$overlay"
@@ -167,15 +170,16 @@ with_kernels() {
   echo "$overlay/bin/python"
 }
 
-# Every python of the pairs, one per line: "python torch_venv_python_or_host".
+# The python of every torch x kernels pair, one per line, made if missing; with ONLY_EXISTING
+# set, those already made and up to date only (`make hub` loads its folder under each).
 pairs() {
   local t torch kernels python k p
   for t in "${TORCH_VENVS[@]}"; do
     read -r torch kernels <<<"$t"
-    python=$(torch_venv "$torch" "$kernels")
-    for k in "${KERNELS[@]}"; do p=$(with_kernels "$python" "$k"); echo "$p"; done
+    python=$(torch_venv "$torch" "$kernels") || continue
+    for k in "${KERNELS[@]}"; do p=$(with_kernels "$python" "$k") || continue; echo "$p"; done
   done
-  for k in "${KERNELS[@]}"; do p=$(with_kernels "$PY" "$k"); echo "$p"; done
+  for k in "${KERNELS[@]}"; do p=$(with_kernels "$PY" "$k") || continue; echo "$p"; done
 }
 
 venvs() {
@@ -222,7 +226,8 @@ for line in sys.stdin:
 case "${1:-all}" in
   build) build ;;
   venvs) venvs ;;
+  pythons) [[ $(uname -m) != x86_64 ]] || ONLY_EXISTING=1 pairs ;;
   test) test_x86 ;;
   all) build; test_x86 ;;
-  *) sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -115,6 +115,7 @@ def load_in_fresh_python(build: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow  # two fresh interpreters importing torch
 def test_loading_checks_the_digest(sv, tmp_path):
     """Loaded as users load it: a copy of the variant loads without a word; one changed byte
     of a Python file makes kernels 0.19 and later refuse the load (older ones do not check)."""
@@ -134,6 +135,7 @@ def test_loading_checks_the_digest(sv, tmp_path):
         assert changed.returncode == 0, changed.stderr
 
 
+@pytest.mark.slow  # a fresh interpreter importing torch
 def test_readme_usage_line_as_written():
     """The Quick start's block, run as printed (scripts/readme_usage.py) in a fresh Python:
     it loads this torch's variant, on a CPU or a CUDA build of torch, with no warning."""
