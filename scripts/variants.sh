@@ -204,14 +204,15 @@ test_x86() {
   nice -n 10 "$python" examples/demo.py >/dev/null
   # Every pair: the README's usage line and the digests.
   pythons=$(pairs)
-  while read -r python; do
+  mapfile -t pythons <<<"$pythons"
+  for python in "${pythons[@]}"; do
     line=$("$python" scripts/readme_usage.py --check) || die "the README's usage line under $python: see above"
     summary+=("$line")
     log "$line"
     # The digests, and kernels' choice among the Hub folder's variants (test_stable_abi.py).
     "$python" -m pytest -q -p no:cacheprovider tests/test_release.py tests/test_stable_abi.py \
       --deselect tests/test_release.py::test_readme_usage_line_as_written
-  done <<<"$pythons"
+  done
   python=$(with_kernels "$PY" "${KERNELS[-1]}")
   log "kernels benchmark ./ under kernels ${KERNELS[-1]} (scripts/kernels_bench.py --check)"
   nice -n 10 "$python" scripts/kernels_bench.py --check >/dev/null
