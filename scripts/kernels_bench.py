@@ -67,14 +67,16 @@ def main() -> int:
         slug = results_markdown.cpu_slug()
         json_path = ROOT / "benchmarks" / "results" / f"kernels-benchmark-{slug}.json"
         json_path.write_text(out.read_text())
-    table = [line for line in r.stderr.splitlines() if line[:1] in "┌│├└"]
-    body = [results_markdown.run_line(f"kernels benchmark ./ (kernels {kernels.__version__})", "default"),
+    table = [line for line in r.stderr.splitlines() if line and line[0] in "┌│├└"]
+    run = results_markdown.run_line(f"kernels benchmark ./ (kernels {kernels.__version__})", "default")
+    run = run.split(", more runnable work than cores")[0].rstrip(".") + "."  # no brackets here
+    body = [run,
             "",
             "The kernels CLI's own runner over `benchmarks/benchmark.py`: 10 warm-up and 100 timed "
             "calls per workload, one after another, not interleaved; Ref is one timed call of "
             "`benchmarks/torch_reference.py`, Match its comparison with the op's result. Means "
             "on a shared machine carry every interruption, so `compare.py`'s paired ratios above "
-            f"are the measure; the runner's JSON: [{json_path.name}]({json_path.name}).",
+            f"are the measure. The runner's JSON (not kept in git): `{json_path.name}`.",
             "", "```", *table, "```"]
     md = results_markdown.write_section("kernels.benchmark", "`kernels benchmark ./`", body)
     print(f"kernels_bench: wrote {json_path.relative_to(ROOT)} and the kernels.benchmark section of "
