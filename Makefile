@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAGE := scripts/stage.sh
 export LOCAL_KERNELS := phanerozoic/spec-verify=$(CURDIR)/build
 
-.PHONY: setup build demo demo-real bench-e2e bench-multi test test-fast native insn-budget pytest emulated-env cross-build emulated abi variants-build variants hub bench clean \
+.PHONY: setup build demo demo-real bench-e2e bench-multi test test-fast native insn-budget pytest emulated-env cross-build emulated abi variants-build variants hub bench bench-kernels clean \
 	llama-env llama bench-llama
 
 setup: $(VENV)/.requirements-installed
@@ -78,9 +78,10 @@ abi: build cross-build
 test: native insn-budget pytest emulated abi
 
 # The release variants besides `make build`'s: torch212 (x86-64, aarch64) and the stable-ABI one
-# for aarch64, each built against its PyPI wheel; the x86-64 ones tested under torch 2.12.1 and
-# 2.14.1, each in its own venv (scripts/variants.sh). About 10 min and 10 GB of downloads cold
-# (cached); not in `make test`.
+# for aarch64, each built against its PyPI wheel; the x86-64 ones tested under torch 2.12.1,
+# 2.13.0 (this venv's), 2.14.1 and 2.15.0, each with kernels 0.17.2 and 0.19.1, in venvs of
+# their own (scripts/variants.sh). Cold: about 14 GB of downloads (cached under
+# ~/.cache/spec-verify/variants); not in `make test`.
 variants-build: setup emulated-env
 	@PY=$(PY) $(STAGE) variants-build scripts/variants.sh build
 
@@ -91,8 +92,7 @@ variants: build variants-build
 # upload command (scripts/hub.py). Nothing is uploaded.
 hub: build cross-build variants-build
 	@$(STAGE) hub $(PY) scripts/hub.py --python $(PY) \
-	  $$(for t in 2.12.1 2.14.1; do v=$${SPEC_VERIFY_CACHE:-$$HOME/.cache/spec-verify}/variants/venv-torch$$t/bin/python; \
-	     [ -x $$v ] && echo --python $$v; done)
+	  $$(PY=$(PY) scripts/variants.sh pythons | sed 's/^/--python /')
 
 # llama.cpp: spec_verify.llama_cpp against a real llama.cpp on tiny GGUF models written by
 # the tests. llama-cpp-python is built from source once (5-14 minutes on 2 cores) into
@@ -112,6 +112,11 @@ bench-llama: build llama-env
 bench: build
 	@$(STAGE) bench $(PY) benchmarks/compare.py
 	@$(STAGE) bench-batch $(PY) benchmarks/batch.py
+
+# `kernels benchmark ./` (kernels' own runner over benchmarks/benchmark.py; kernels[benchmark]
+# 0.19.1 from requirements.txt), its JSON and table into benchmarks/results/ (scripts/kernels_bench.py).
+bench-kernels: build
+	@$(STAGE) bench-kernels $(PY) scripts/kernels_bench.py
 
 clean:
 	rm -rf build hub

@@ -128,4 +128,4 @@ def run(sv, verbose: bool = True) -> List[List[int]]:
 if __name__ == "__main__":
     from kernels import get_kernel
 
-    run(get_kernel("phanerozoic/spec-verify", version=1, trust_remote_code=True))
+    run(get_kernel("phanerozoic/spec-verify", version=1, backend="cpu", trust_remote_code=True))

@@ -46,7 +46,7 @@ def main() -> None:
     from kernels import get_kernel
 
     torch.set_num_threads(1)
-    sv = get_kernel("phanerozoic/spec-verify", version=1, trust_remote_code=True)
+    sv = get_kernel("phanerozoic/spec-verify", version=1, backend="cpu", trust_remote_code=True)
     variant = Path(sv.__file__).parent.name
     print(f"kernel   {sv.__name__} from build/{variant}")
     print(f"path     {sv.isa()} (available: {', '.join(sv.available_isas())}; force one with SPEC_VERIFY_ISA)")

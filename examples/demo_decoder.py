@@ -347,5 +347,5 @@ if __name__ == "__main__":
     from kernels import get_kernel
 
     torch.set_num_threads(1)
-    run(get_kernel("phanerozoic/spec-verify", version=1, trust_remote_code=True))
+    run(get_kernel("phanerozoic/spec-verify", version=1, backend="cpu", trust_remote_code=True))
     sys.exit(0)

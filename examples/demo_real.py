@@ -94,7 +94,7 @@ def main() -> None:
 
     torch.set_num_threads(1)
     t0 = time.perf_counter()
-    sv = get_kernel("phanerozoic/spec-verify", version=1, trust_remote_code=True)
+    sv = get_kernel("phanerozoic/spec-verify", version=1, backend="cpu", trust_remote_code=True)
     run(sv, args.model, args.task, args.threads)
     if args.session_requests:
         sys.path.insert(0, str(ROOT / "examples"))

@@ -112,7 +112,7 @@ def main() -> None:
     from PIL import Image
 
     torch.set_num_threads(1)
-    sv = get_kernel("phanerozoic/spec-verify", version=1, trust_remote_code=True)
+    sv = get_kernel("phanerozoic/spec-verify", version=1, backend="cpu", trust_remote_code=True)
     target, draft = imperfect_pair(seed=0)
     alpha = acceptance_rates(target, draft)
     law, mean = accepted_length_law(alpha), expected_accepted(alpha)

@@ -53,7 +53,7 @@ def main() -> None:
 
     logging.set_verbosity_error()
     torch.set_num_threads(1)
-    sv = get_kernel("phanerozoic/spec-verify", version=1, trust_remote_code=True)
+    sv = get_kernel("phanerozoic/spec-verify", version=1, backend="cpu", trust_remote_code=True)
     draft, target, tok, prompt = hub_pair(*sys.argv[1:3]) if len(sys.argv) >= 3 else tiny_pair()
     show = (lambda ids: repr(tok.decode(ids))) if tok else (lambda ids: str(ids))
     eos = tok.eos_token_id if tok else None

@@ -9,7 +9,8 @@ torch-stable-abi<MAJ><MIN>-cpu-<arch>-linux) under each DIR:
   `check_manylinux("manylinux_2_28")` and `check_python_abi("3.9")`;
 - it is an ELF shared object for the arch its directory names, and exports nothing but
   `PyInit_<id>` (scripts/manylinux/exports.map);
-- metadata.json names the same id and the fields `kernels` reads;
+- metadata.json names the same id and the fields `kernels` reads, and records the digest of
+  the variant's files that kernels 0.19 and later verify at load (scripts/variant_digest.py);
 - `_ops.py` binds the same id;
 - a stable-ABI variant uses nothing of torch but its stable ABI, as kernel-builder's
   `check_torch_stable_abi` requires: no undefined C++ symbol of c10::, at:: or torch:: other
@@ -26,6 +27,8 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+
+import variant_digest
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICY = "manylinux_2_28"
@@ -108,6 +111,9 @@ def check_variant(vdir: Path) -> list:
     for key, value in want.items():
         if meta.get(key) != value:
             problems.append(f"metadata.json: {key} = {meta.get(key)!r}, expected {value!r}")
+    if meta:
+        # What kernels (0.19 on) checks at every load: the files against metadata.json's digest.
+        problems += [f"metadata.json digest: {p}" for p in variant_digest.digest_problems(vdir)]
     ops = vdir / "_ops.py"
     if not ops.is_file() or f"torch.ops.{ident}\n" not in ops.read_text():
         problems.append(f"_ops.py does not bind torch.ops.{ident}")

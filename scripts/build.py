@@ -6,7 +6,7 @@
         __init__.py, ...            the Python files of torch-ext/spec_verify (testing/ too)
         _ops.py                     generated: binds `ops` to the extension's op namespace
         _spec_verify_cpu_<id>.abi3.so
-        metadata.json
+        metadata.json               with the digest of the files above (scripts/variant_digest.py)
 
 kernel-builder (Nix) cannot run here; this script is its stand-in. Like kernel-builder it
 compiles exactly the files build.toml's `src` lists name (scripts/build_sources.py), copied
@@ -52,6 +52,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import build_sources
+import variant_digest
 
 ROOT = Path(__file__).resolve().parent.parent
 NAME = "spec-verify"
@@ -373,6 +374,10 @@ def main() -> int:
     write_if_changed(out_dir / "_ops.py", ops_py(ext))
     metadata = {"name": NAME, "id": ext, "version": 1, "license": "apache-2.0",
                 "python-depends": [], "backend": {"type": "cpu"}}
+    # Last, once every other file is in place: the digest `kernels` (0.19 on) checks the
+    # variant's files against at load (scripts/variant_digest.py), as `kernel-builder hash`
+    # writes it after the install.
+    metadata = variant_digest.with_digest(metadata, out_dir)
     write_if_changed(out_dir / "metadata.json", json.dumps(metadata, indent=2) + "\n")
 
     what = f"compiled {', '.join(compiled)}" if compiled else "up to date"

@@ -13,9 +13,10 @@ the sources (csrc/, torch-ext/, versioned/) and the documents the card links to.
   metadata.json, _ops.py), all built from the same clean tree (one id, no `_dirty`);
 - the card's front matter (library_name: kernels, the license of build.toml) and that every
   relative link of the card resolves inside the folder;
-- that `get_kernel("phanerozoic/spec-verify", version=1)` loads the variant of each given
-  Python's torch from the folder, through LOCAL_KERNELS (the host's venv, and the torch 2.12
-  and 2.14 venvs of scripts/variants.sh when they exist): the stable variant from torch 2.13 on.
+- that the README's usage line, as written, loads the variant of each given Python's torch
+  from the folder, through LOCAL_KERNELS, with no warning (the host's venv, and every venv
+  of scripts/variants.sh that exists: torch 2.12.1 to 2.15.0, kernels 0.17.2 and 0.19.1):
+  the stable variant from torch 2.13 on; every variant's metadata digest matches its files.
 Nothing is uploaded: the command a maintainer with credentials would run is printed.
 """
 from __future__ import annotations
@@ -106,31 +107,27 @@ def check_ids(out: Path, variants: list) -> str:
     return ident
 
 
-LOAD = r"""
-import sys, torch
-from kernels import get_kernel
-backend = {"backend": "cpu"} if torch.version.cuda else {}  # kernels' rule on a CUDA torch
-sv = get_kernel("phanerozoic/spec-verify", version=1, trust_remote_code=True, **backend)
-where = sys.modules[sv.__name__].__file__
-assert where.startswith(sys.argv[1]), f"loaded {where}, not from {sys.argv[1]}"
-g = torch.Generator().manual_seed(0)
-p = torch.softmax(torch.randn(5, 50, generator=g), -1)
-n, x = sv.verify_greedy(p, p[:4].argmax(-1))
-assert (n, x) == (4, int(p[4].argmax())), (n, x)
-print(f"torch {torch.__version__}: {where[len(sys.argv[1]):].split('/')[0]} loads, verify_greedy ok")
-"""
-
-
-def check_load(out: Path, pythons: list) -> None:
+def check_load(out: Path, pythons: list) -> list:
+    """The README's usage line, as written (scripts/readme_usage.py), under each Python,
+    resolved to the folder through LOCAL_KERNELS: it must load the folder's variant for that
+    Python's torch, with no warning (kernels 0.19 verifies the metadata digest there)."""
     env = dict(os.environ, LOCAL_KERNELS=f"{REPO_ID}={out / 'build'}")
     env.pop("SPEC_VERIFY_ISA", None)
+    reports = []
     for py in pythons:
         py = os.path.abspath(py)  # not resolved: a venv's python is a symlink to its base
-        r = subprocess.run([py, "-c", LOAD, str(out / "build") + "/"], env=env, cwd="/",
-                           capture_output=True, text=True)
+        # --check: the variant of this torch, and no warning.
+        r = subprocess.run([py, str(ROOT / "scripts" / "readme_usage.py"), "--check", "--readme",
+                            str(out / "README.md")], env=env, cwd="/", capture_output=True, text=True)
         if r.returncode != 0:
-            raise HubError(f"get_kernel from the folder under {py} failed:\n{r.stderr.strip()}")
-        print(f"hub: {r.stdout.strip()} ({py})")
+            raise HubError(f"the card's usage line, from the folder, under {py} failed:\n{r.stderr.strip()}")
+        report = json.loads(r.stdout)
+        if Path(report["path"]) != out / "build" / report["variant"]:
+            raise HubError(f"under {py} the usage line loaded {report['path']}, not from the folder")
+        print(f"hub: torch {report['torch']}, kernels {report['kernels']}: {report['variant']} loads "
+              f"with no warning, verify_greedy ok ({py})")
+        reports.append(report)
+    return reports
 
 
 def main() -> int:
@@ -151,7 +148,7 @@ def main() -> int:
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "abi_check.py"), str(out / "build")])
     if r.returncode != 0:
         raise HubError("the ABI check of the folder's variants failed")
-    check_load(out, args.python or [sys.executable])
+    check_load(out, list(dict.fromkeys(args.python)) or [sys.executable])
     files = sum(1 for p in out.rglob("*") if p.is_file())
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     rel = os.path.relpath(out)

@@ -66,8 +66,21 @@ def test_build_toml_gives_kernel_builder_the_stable_binding():
     assert config["torch"]["stable-abi"] == {"cpu": build_script.STABLE_ABI}
 
 
+def kernels_variants():
+    """kernels' variant parsing and choice: kernels.variants up to 0.17, moved to
+    kernels._internals.variants (same functions and arguments) in 0.19."""
+    try:
+        from kernels._internals import variants
+        from kernels._internals.backends import _select_backend
+    except ImportError:
+        from kernels import variants
+        from kernels.variants import _select_backend
+    return variants, _select_backend
+
+
 def test_variant_names_are_kernel_builders():
-    from kernels.variants import TorchStableAbi, parse_variant
+    variants, _ = kernels_variants()
+    TorchStableAbi, parse_variant = variants.TorchStableAbi, variants.parse_variant
 
     name = build_script.variant_name("2.14.1", "x86_64", "2.13")
     assert name == "torch-stable-abi213-cpu-x86_64-linux"
@@ -122,11 +135,14 @@ def test_type_errors(sv):
 
 @pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
 def test_kernels_chooses_torch212_then_the_stable_variant(machine):
-    """What `kernels` 0.17.2 picks among the Hub folder's variants (scripts/hub.py's release
-    set, with the emulated tests' torch210 beside it) on each torch: torch212 on 2.12, the
-    stable one on 2.13 and every later torch, nothing before 2.10 or on 2.11."""
-    from kernels.variants import _resolve_variant_for_system, _select_backend, parse_variant
+    """What `kernels` (0.17.2 and 0.19.1: scripts/variants.sh runs this under both) picks among
+    the Hub folder's variants (scripts/hub.py's release set, with the emulated tests' torch210
+    beside it) on each torch with backend="cpu": torch212 on 2.12, the stable one on 2.13 and
+    every later torch, nothing before 2.10 or on 2.11."""
     from packaging.version import Version
+
+    variants, _select_backend = kernels_variants()
+    _resolve_variant_for_system, parse_variant = variants._resolve_variant_for_system, variants.parse_variant
 
     names = ["torch212-cxx11-cpu-x86_64-linux", "torch212-cxx11-cpu-aarch64-linux",
              "torch-stable-abi213-cpu-x86_64-linux", "torch-stable-abi213-cpu-aarch64-linux",

@@ -13,8 +13,13 @@ import torch
 
 from ._api import (Tokens, _Tensor, _check_generator, _check_method, _check_on_cpu, _token_tensor, _uint64,
                    _vocab)
+from . import _stable
 from ._calls import ACCEPT, VERIFY_GREEDY, _call, _Generator
 from ._ops import ops
+
+# The path queries raise ValueErrors on every torch (_stable.typed: torch 2.15 hands a stable
+# kernel's errors to Python as RuntimeErrors).
+_isa, _force = _stable.typed(ops.isa), _stable.typed(ops._force_isa)
 
 def verify_greedy(target_probs: torch.Tensor, draft_tokens: Tokens) -> Tuple[int, int]:
     """Greedy (temperature 0) verification of K draft tokens.
@@ -166,7 +171,7 @@ def isa() -> str:
     Raises:
         ValueError: `SPEC_VERIFY_ISA` names an unknown path or one this CPU cannot run.
     """
-    return ops.isa()
+    return _isa()
 
 
 def available_isas() -> List[str]:
@@ -180,5 +185,5 @@ def available_isas() -> List[str]:
 
 def _force_isa(name: str) -> None:
     """Switch path for this process ("" restores the default). For tests and benchmarks."""
-    ops._force_isa(name)
+    _force(name)
 

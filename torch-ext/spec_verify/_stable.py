@@ -27,6 +27,7 @@ is used: `is_stable` is False.
 """
 from __future__ import annotations
 
+import re
 import threading
 
 import torch
@@ -58,15 +59,24 @@ def is_stable(ops) -> bool:
     return True
 
 
+# The stable binding's type errors, the only "spec_verify." RuntimeErrors it throws on purpose
+# (SV_CHECK_TYPE in torch-ext/stable/: a dtype or a layout).
+_TYPE_ERROR = re.compile(r"^spec_verify\.\w+: \w+ must (have (an integer|a real \(not bool\)) dtype, got |"
+                         r"have dtype \S+(, \S+)*( or \S+)?, got |be a dense \(strided\) tensor, got layout )")
+
+
 def typed(fn):
-    """`fn` with the stable build's type errors (RuntimeErrors "spec_verify....") as TypeErrors."""
+    """`fn` with the stable build's errors as the Python API raises them: its type errors
+    (RuntimeErrors "spec_verify....") as TypeErrors. Torch 2.13 and 2.14 hand its value errors
+    (std::invalid_argument) to Python as ValueErrors; torch 2.15 turns every exception of a
+    stable kernel into a RuntimeError with the same text, so there the text tells them apart."""
     def call(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
         except RuntimeError as e:
             message = str(e)
-            if message.startswith("spec_verify."):
-                raise TypeError(message) from None
+            if message.startswith(("spec_verify.", "spec_verify:")):
+                raise (TypeError if _TYPE_ERROR.match(message) else ValueError)(message) from None
             raise
     call.__name__ = getattr(fn, "__name__", "op")
     call.__wrapped__ = fn
