@@ -9,7 +9,7 @@
     ids = dec.generate(tokenizer(prompt).input_ids, max_new=64, eos_token_id=tokenizer.eos_token_id)
 
     # No draft model: prompt lookup proposes, the target verifies.
-    dec = sv.transformers.prompt_lookup_decoder(target, k=8, temperature=0)
+    dec = sv.transformers.prompt_lookup_decoder(target, temperature=0)   # k = 16
 
 `speculative_decoder` is `SpeculativeDecoder.from_logits` over the two models' logits: the
 decoder samples the draft tokens from the draft's warped rows and verifies with
@@ -384,7 +384,7 @@ def speculative_decoder(
 
 def prompt_lookup_decoder(
     target_model,
-    k: int = 8,
+    k: int = 16,
     *,
     max_ngram: int = 3,
     min_ngram: int = 1,
@@ -406,7 +406,9 @@ def prompt_lookup_decoder(
 
     Args:
         target_model (`transformers.PreTrainedModel`): the causal LM.
-        k (`int`, *optional*, defaults to 8): at most this many proposed tokens per round.
+        k (`int`, *optional*, defaults to 16): at most this many proposed tokens per round (the
+            schedule verifies as many as pay; 16 ran faster than 8 on every cost curve simulated
+            in benchmarks/results/e2e-simulated-amd-epyc.md, as llama.cpp's adapter has it).
         max_ngram, min_ngram: `PromptLookup`'s n-gram sizes.
         temperature, top_k, top_p, min_p, generator: as for `speculative_decoder`.
         method (`str`, *optional*, defaults to `"token"`): `"token"` or `"block"` verification.
@@ -553,7 +555,7 @@ def tree_decoder(
 
 def suffix_decoder(
     target_model,
-    k: int = 8,
+    k: int = 16,
     *,
     cache=None,
     max_depth: int = 24,
@@ -577,7 +579,8 @@ def suffix_decoder(
 
     Args:
         target_model: as for `prompt_lookup_decoder`.
-        k (`int`, *optional*, defaults to 8): at most this many proposed tokens per round.
+        k (`int`, *optional*, defaults to 16): at most this many proposed tokens per round (as
+            `prompt_lookup_decoder`).
         cache (`SuffixCache`, `None` or `False`, *optional*): the cache of earlier outputs:
             None makes one for this decoder, a `SuffixCache` is shared, False: none.
         max_depth, min_token_prob, max_spec_factor, max_spec_offset: `SuffixDrafter`'s.
