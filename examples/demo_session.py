@@ -100,7 +100,7 @@ def main() -> None:
 
     torch.set_num_threads(1)
     t0 = time.perf_counter()
-    sv = get_kernel("phanerozoic/spec-verify", version=1, trust_remote_code=True)
+    sv = get_kernel("phanerozoic/spec-verify", version=1, backend="cpu", trust_remote_code=True)
     run(sv, args.requests)
     print(f"\n(the session: {time.perf_counter() - t0:.0f} s)")
 
