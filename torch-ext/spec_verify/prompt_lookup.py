@@ -14,6 +14,19 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from ._api import _index
 
 
+def _extends(tokens: List[int], prefix: List[int], window: int) -> bool:
+    """Whether `prefix` extends the indexed `tokens`, judged at their first token and their
+    last `window` tokens (those an index's suffix keys are made of): O(window). A drafter's
+    prefixes within a generation always extend the last one; anything else is a new one."""
+    m = len(tokens)
+    if m == 0:
+        return True
+    if len(prefix) < m or prefix[0] != tokens[0]:
+        return False
+    lo = max(0, m - window)
+    return prefix[lo:m] == tokens[lo:]
+
+
 def _ngram_size(value, what: str, low: int, high: Optional[int]) -> int:
     n = _index(value, f"PromptLookup: {what}")
     if n < low or (high is not None and n > high):
@@ -183,21 +196,9 @@ class PromptLookup:
 
     # The index ------------------------------------------------------------------------------
 
-    def _extends(self, prefix: List[int]) -> bool:
-        # Whether `prefix` extends the indexed sequence, judged at its first token and its
-        # last max_ngram + 1 tokens (the ones the index's suffix keys are made of): O(max_ngram).
-        tokens = self._tokens
-        m = len(tokens)
-        if m == 0:
-            return True
-        if len(prefix) < m or prefix[0] != tokens[0]:
-            return False
-        lo = max(0, m - self.max_ngram - 1)
-        return prefix[lo:m] == tokens[lo:]
-
     def _follow(self, prefix: List[int]) -> None:
         # Brings the index up to `prefix`: every n-gram ending before len(prefix) is indexed.
-        if not self._extends(prefix):
+        if not _extends(self._tokens, prefix, self.max_ngram + 1):
             self.reset()
         tokens = self._tokens
         new = prefix[len(tokens):]

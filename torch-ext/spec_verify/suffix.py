@@ -23,6 +23,7 @@ from typing import Deque, List, Optional, Sequence, Tuple
 
 from ._api import _index
 from ._suffix_trie import Locus, _Trie
+from .prompt_lookup import _extends
 
 
 def _positive(value, what: str, low: int, high: Optional[int] = None) -> int:
@@ -315,19 +316,9 @@ class SuffixDrafter:
 
     # The request's trie ----------------------------------------------------------------------
 
-    def _extends(self, prefix: List[int]) -> bool:
-        tokens = self._tokens
-        m = len(tokens)
-        if m == 0:
-            return True
-        if len(prefix) < m or prefix[0] != tokens[0]:
-            return False
-        lo = max(0, m - self.max_depth - 1)
-        return prefix[lo:m] == tokens[lo:]
-
     def _follow(self, prefix: List[int]) -> None:
         # Brings the request's trie up to `prefix` (O(max_depth) per appended token).
-        if not self._extends(prefix):
+        if not _extends(self._tokens, prefix, self.max_depth + 1):
             if self.cache is not None and self._first >= 0:
                 self.cache.add(self._tokens[self._first:])  # a generation without end_generation
             self.reset()
