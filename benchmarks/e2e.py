@@ -58,6 +58,15 @@ def cpu_slug() -> str:
     return "-".join(re.findall(r"[a-z0-9]+", name)) or platform.machine()
 
 
+def report(text: str, markdown) -> None:
+    """Prints a run's tables and writes them to `markdown` ({cpu}: the CPU's name), if given."""
+    print(text)
+    if markdown:
+        path = Path(markdown.replace("{cpu}", cpu_slug()))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
 def fresh(llm) -> None:
     """An empty KV cache: the next run evaluates its whole prompt, as a new user's would."""
     from llama_cpp import llama_cpp as lib
@@ -254,11 +263,7 @@ def main() -> None:
              + f", {args.repeats} interleaved repeats, "
              f"spec-verify on the `{sv.isa()}` path")
     text = markdown(rows, title)
-    print(text)
-    if args.markdown:
-        path = Path(args.markdown.replace("{cpu}", cpu_slug()))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+    report(text, args.markdown)
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ os.environ.setdefault("LOCAL_KERNELS", f"phanerozoic/spec-verify={ROOT / 'build'
 
 import e2e_oracle as oracle  # noqa: E402
 import real_models  # noqa: E402
-from e2e import CHAT, MODES, cpu_name, cpu_slug, fresh, load  # noqa: E402
+from e2e import CHAT, MODES, cpu_name, fresh, load, report  # noqa: E402
 from e2e_tasks import WORKLOADS, workload_prompts, workload_texts  # noqa: E402
 
 MAX_NEW = {"extraction": 80, "agent loop": 160}
@@ -418,11 +418,7 @@ def main() -> None:
              f"{args.requests} requests each, {args.repeats} interleaved repeats, spec-verify on the `{sv.isa()}` path; "
              f"load average {load0} at the start, {load_average()} at the end")
     text = markdown(rows, oracles, {k: v for k, v in curves.items() if v}, title)
-    print(text)
-    if args.markdown:
-        path = Path(args.markdown.replace("{cpu}", cpu_slug()))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+    report(text, args.markdown)
 
 
 if __name__ == "__main__":
