@@ -20,6 +20,11 @@
    time is reported beside). A request that stopped before its cap ends with an end token
    (plain pays its step too). One decoder serves a workload's requests in order, as in a
    user's process: its suffix cache fills, its costs and calibration carry over.
+   Tree settings (`sv.SuffixTreeDrafter`, its `TreeSchedule` on the same clock) run through
+   `sv.SpeculativeDecoder.from_tree`: a tree of n nodes costs c(n + 1), and the fake
+   target's row after a node is the recorded token there when the node's path is the
+   recorded continuation (the accepted path is the longest one the recording follows; the
+   other rows are never read by greedy verification).
 3. A setting's speed-up is plain decoding's simulated time (a step per token) over the
    decoder's, the prompt's call (which emits the first token) left out on both sides. With `--oracle`, beside it in brackets: the
    oracle's ceiling for the same drafter (benchmarks/e2e_oracle.py's replay: every round's
@@ -153,13 +158,57 @@ def recorded_target(torch, clock: Clock, curve, vocab: int, request: dict):
     return step
 
 
+class TimedTree(TimedDrafter):
+    """A `draft_tree` under test, charged as `TimedDrafter` charges a `draft_step`."""
+
+    def __call__(self, prefix):
+        t0 = time.perf_counter()
+        out = self.drafter(prefix)
+        self.real += time.perf_counter() - t0
+        self.calls += 1
+        self.clock.spend("draft", self.seconds)
+        return out
+
+
+def recorded_tree_target(torch, clock: Clock, curve, vocab: int, request: dict):
+    """target_tree_step whose row after a node is one-hot at the recorded token there if the
+    node's path is the recorded continuation (exact for greedy verification: only the rows of
+    the accepted path are read), the end token otherwise; n nodes cost c(n + 1)."""
+    def step(prefix, tokens, parents):
+        toks, pars = tokens.tolist(), parents.tolist()
+        n = len(toks) + 1
+        at = len(prefix) - request["prompt_len"]
+        if at == 0:
+            clock.spend("prefill", STEP * min(0.1, curve[17] / 17) * len(prefix))
+        else:
+            clock.spend("target", STEP * cost(curve, n))
+        out = request["output"]
+        recorded = (lambda i: out[i] if i < len(out) else request["eos"])
+        rows = torch.zeros(n, vocab)
+        rows[0, recorded(at)] = 1.0
+        depth, on_path = [], []
+        for j, (t, p) in enumerate(zip(toks, pars)):
+            depth.append(1 if p < 0 else depth[p] + 1)
+            on_path.append((p < 0 or on_path[p]) and t == recorded(at + depth[j] - 1))
+            rows[j + 1, recorded(at + depth[j]) if on_path[j] else request["eos"]] = 1.0
+        return rows
+    return step
+
+
 def simulate(sv, torch, make_drafter, k: int, curve, requests, vocab: int, eos: int) -> dict:
-    """One decoder over a workload's requests in order; plain's simulated time over its own."""
+    """One decoder over a workload's requests in order; plain's simulated time over its own.
+    `make_drafter()` a draft_step (chain rounds of at most k), or `make_drafter(clock)` with
+    `k = 0` a tree drafter with its schedule on the clock (tree rounds)."""
     clock = Clock()
     request = {}
-    drafter = TimedDrafter(make_drafter(), clock, DRAFT)
-    dec = sv.SpeculativeDecoder(drafter, recorded_target(torch, clock, curve, vocab, request), k=k,
-                                schedule=sv.AdaptiveSchedule(clock=clock))
+    if k:
+        drafter = TimedDrafter(make_drafter(), clock, DRAFT)
+        dec = sv.SpeculativeDecoder(drafter, recorded_target(torch, clock, curve, vocab, request), k=k,
+                                    schedule=sv.AdaptiveSchedule(clock=clock))
+    else:
+        drafter = TimedTree(make_drafter(clock), clock, DRAFT)
+        dec = sv.SpeculativeDecoder.from_tree(drafter, recorded_tree_target(torch, clock, curve, vocab, request),
+                                              greedy=True)
     plain_steps = 0
     for prompt, output, capped in requests:
         request.update(prompt_len=len(prompt), output=output, eos=eos)
@@ -168,7 +217,8 @@ def simulate(sv, torch, make_drafter, k: int, curve, requests, vocab: int, eos: 
         assert got == output + ([] if capped else [eos]), "greedy output differs from the recording"
         plain_steps += len(got) - 1  # the first token comes with the prompt's call, on both sides
     spent = clock.spent["target"] + clock.spent["draft"]
-    return dict(speedup=plain_steps * STEP / spent, draft_us=1e6 * drafter.real / max(drafter.calls, 1))
+    return dict(speedup=plain_steps * STEP / spent, draft_us=1e6 * drafter.real / max(drafter.calls, 1),
+                rounds=dict(getattr(drafter.drafter, "rounds", {})))
 
 
 def dense(data: dict):
@@ -182,6 +232,17 @@ def dense(data: dict):
         workloads[name] = [([index[t] for t in p], [index[t] for t in o], len(o) >= CAPS[name])
                            for p, o in zip(w["prompts"], w["outputs"])]
     return workloads, eos + 1, eos
+
+
+def tree_settings(sv):
+    """name -> factory(clock) of tree drafters (the suffix default's counts, trees of at most
+    n nodes, depth capped as the chain's length), each with a TreeSchedule on the clock."""
+    out = {}
+    for factor, nodes in ((1.0, 16), (1.0, 8), (4.0, 16)):
+        out[f"suffix tree f={factor:g} n={nodes}"] = lambda clock, f=factor, n=nodes: sv.SuffixTreeDrafter(
+            sv.SuffixCache(max_requests=64), max_spec_factor=f, max_nodes=n,
+            schedule=sv.TreeSchedule(clock=clock))
+    return out
 
 
 def settings(sv):
@@ -202,7 +263,8 @@ def main() -> None:
     ap.add_argument("--record", action="store_true", help="record the plain greedy outputs (llama.cpp, one thread)")
     ap.add_argument("--ks", default="8,16", help="k of every setting (the adapters' default: 16)")
     ap.add_argument("--only", default="", help="run only the settings whose name contains this")
-    ap.add_argument("--oracle", action="store_true", help="also the oracle's ceiling for every setting")
+    ap.add_argument("--oracle", action="store_true", help="also the oracle's ceiling for every chain setting")
+    ap.add_argument("--trees", action="store_true", help="also the tree settings (tree rounds, k = 0 in the table)")
     ap.add_argument("--markdown", help="write the tables to this file too")
     args = ap.parse_args()
     if args.record:
@@ -219,18 +281,23 @@ def main() -> None:
     for curve_name, curve in CURVES.items():
         runs = [(name, make, k) for k in map(int, args.ks.split(",")) for name, make in settings(sv).items()
                 if args.only in name or name.startswith("lookup")]
+        if args.trees:
+            runs += [(name, make, 0) for name, make in tree_settings(sv).items()]
         head = " | ".join(f"{m} {w}" for m, w in cells)
         lines += ["", f"### {curve_name}: c(n) = " + ", ".join(f"{n}: {c:g}" for n, c in curve.items()), "",
                   f"| setting | k | {head} | geomean, workloads | control, min | drafter us a call, median cell |",
                   "|---|---|" + "---|" * len(cells) + "---|---|---|"]
         for name, make, k in runs:
-            got, draft_us = {}, []
+            got, draft_us, tree_rounds = {}, [], []
             for m, w in cells:
                 workloads, vocab, eos = recorded[m]
                 res = simulate(sv, torch, make, k, curve, workloads[w], vocab, eos)
                 cell = f"{res['speedup']:.2f}"
                 draft_us.append(res["draft_us"])
-                if args.oracle:
+                if res["rounds"]:
+                    rounds = res["rounds"]
+                    tree_rounds.append((rounds["tree"], rounds["chain"], rounds["none"]))
+                if args.oracle and k:
                     seconds = {n: STEP * c for n, c in curve.items()}
                     step = make()
                     rep = oracle.replay(oracle.StepDrafter(name, step, getattr(step, "end_generation", None) and (
@@ -241,14 +308,17 @@ def main() -> None:
                 got[(m, w)] = (res["speedup"], cell)
             repeating = statistics.geometric_mean([got[c][0] for c in cells if c[1] in ("extraction", "agent loop")])
             control = min(got[c][0] for c in cells if c[1] == "passage")
-            lines.append(f"| {name} | {k} | " + " | ".join(got[c][1] for c in cells) +
+            lines.append(f"| {name} | {k or 'tree'} | " + " | ".join(got[c][1] for c in cells) +
                          f" | {repeating:.3f} | {control:.2f} | {sorted(draft_us)[len(draft_us) // 2]:.0f} |")
+            if tree_rounds:  # tree / chain / nothing proposed, over every cell
+                lines[-1] += " rounds tree/chain/none: " + "/".join(str(sum(r[i] for r in tree_rounds))
+                                                                     for i in range(3))
             summary.setdefault((name, k), []).append(f"{repeating:.2f} / {control:.2f}")
             print(curve_name, lines[-1], flush=True)
     short = ["Gemma 3 curve (llama.cpp)", "Qwen 1.5B curve (llama.cpp)", "Qwen 0.5B curve (transformers bf16)"]
     lines = ["Geometric mean over the two workloads and the models / the control's lowest:", "",
              "| setting | k | " + " | ".join(short) + " |", "|---|---|" + "---|" * len(CURVES)] + \
-        [f"| {name} | {k} | " + " | ".join(row) + " |" for (name, k), row in summary.items()] + lines
+        [f"| {name} | {k or 'tree'} | " + " | ".join(row) + " |" for (name, k), row in summary.items()] + lines
     text = "\n".join(lines) + "\n"
     print(text)
     if args.markdown:

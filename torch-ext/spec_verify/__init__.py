@@ -21,6 +21,8 @@ PromptLookupTree    a draft_tree: the continuations of several earlier occurrenc
 SuffixDrafter       a draft_step by suffix decoding: the most frequent continuation of the text's
                     end in the current request and in earlier requests' outputs (a SuffixCache,
                     shareable), each token with an estimate of its acceptance.
+SuffixTreeDrafter   a draft_tree by the same counts: the likely continuations as a tree, cut
+                    by its TreeSchedule to the nodes that pay on the measured cost curve.
 transformers        speculative_decoder(draft_model, target_model, ...) for two Hugging Face
                     causal LMs, prompt_lookup_decoder(target_model, ...) and
                     suffix_decoder(target_model, ...) without a draft model (imports
@@ -51,6 +53,7 @@ from .schedule import AdaptiveSchedule
 from .tree_decoder import TreeDecodeStats
 from .prompt_lookup import PromptLookup, PromptLookupTree
 from .suffix import SuffixCache, SuffixDrafter
+from ._suffix_tree import SuffixTreeDrafter, TreeSchedule
 from . import transformers  # noqa: F401,E402  (a module: transformers itself is imported lazily)
 from . import llama_cpp  # noqa: F401,E402  (a module: llama_cpp itself is imported lazily)
 from . import testing  # noqa: F401,E402  (torch only; calls no op of this package)
@@ -77,6 +80,8 @@ __all__ = [
     "PromptLookupTree",
     "SuffixDrafter",
     "SuffixCache",
+    "SuffixTreeDrafter",
+    "TreeSchedule",
     "TreeDecodeStats",
     "isa",
     "available_isas",

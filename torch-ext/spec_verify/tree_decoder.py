@@ -23,6 +23,8 @@ keeps the prefix's entries, keeps (or recomputes) the accepted nodes' entries in
 order, and drops every other node's. Near `max_new` the decoder drops the nodes deeper
 than the tokens left (remaining - 1) before calling target_tree_step, which then sees the
 smaller tree; with one token left draft_tree is not called (a 0-node round).
+`draft_tree.end_generation(sequence, prompt_length)`, if the drafter has it, is called once
+at the end of each generation (as `SpeculativeDecoder` calls a draft_step's).
 """
 from __future__ import annotations
 
@@ -137,6 +139,10 @@ class TreeDecoder(_Decoder):
                    stats: TreeDecodeStats) -> Iterator[List[int]]:
         empty = torch.empty(0, dtype=_int64)
         remaining = max_new
+        # A drafter that learns from whole requests (SuffixTreeDrafter) hears when one ends.
+        end_generation, prompt_len = getattr(self.draft_tree, "end_generation", None), len(seq)
+        if max_new == 0 and end_generation is not None:
+            end_generation(seq, prompt_len)
         while remaining > 0:
             t0 = _now()
             if remaining > 1:
@@ -173,6 +179,8 @@ class TreeDecoder(_Decoder):
                 if remaining == 0:
                     stats.stop_reason = "max_new"
             seq.extend(chunk)
+            if remaining == 0 and end_generation is not None:
+                end_generation(seq, prompt_len)
             _grow(stats.node_counts, len(token_list))
             _grow(stats.accepted_length_counts, len(path))
             _grow(stats.depth_counts, depth)
