@@ -238,7 +238,7 @@ def tree_settings(sv):
     """name -> factory(clock) of tree drafters (the suffix default's counts, trees of at most
     n nodes, depth capped as the chain's length), each with a TreeSchedule on the clock."""
     out = {}
-    for factor, nodes in ((1.0, 16), (1.0, 8), (4.0, 16)):
+    for factor, nodes in ((4.0, 16), (4.0, 8), (1.0, 16)):  # the tree's default first
         out[f"suffix tree f={factor:g} n={nodes}"] = lambda clock, f=factor, n=nodes: sv.SuffixTreeDrafter(
             sv.SuffixCache(max_requests=64), max_spec_factor=f, max_nodes=n,
             schedule=sv.TreeSchedule(clock=clock))

@@ -163,7 +163,7 @@ def test_the_first_path_is_the_chain(sv):
 
 
 def test_the_call_returns_the_tree_and_counts_its_kind(sv):
-    drafter = sv.SuffixTreeDrafter(cache=False, schedule="constant", min_token_prob=0.2)
+    drafter = sv.SuffixTreeDrafter(cache=False, schedule="constant", min_token_prob=0.2, max_spec_factor=1)
     assert drafter([1, 2, 3, 1, 2, 4, 1, 2]) == ([4, 3, 1, 1], [-1, -1, 0, 1], None)
     assert drafter.rounds == {"none": 0, "chain": 0, "tree": 1}
     assert drafter([9]) == ([], [], None)  # a new request, no match
