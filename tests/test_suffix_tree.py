@@ -16,7 +16,9 @@ cost curves, and greedy decoding through the tree decoder.
   where a flat curve makes them pay.
 - Through the decoder (`SpeculativeDecoder.from_tree`, greedy): the output is plain greedy
   decoding whatever the curve, each request goes into the cache, and the schedule refuses
-  trees on a steep curve and proposes them on a flat one.
+  trees on a steep curve and proposes them on a flat one; the costs the drafter keeps are the
+  target's (a tree cut near max_new is not taken for the whole tree: taking it at once fails
+  the test); a new request is recognised without `end_generation`.
 """
 from __future__ import annotations
 
@@ -319,3 +321,39 @@ def test_tree_rows_stay_valid_with_torch_tensors(sv):
         return torch.full((tokens.numel() + 1, 8), 1.0)
     sv.SpeculativeDecoder.from_tree(drafter, step, greedy=True).generate([1, 2, 1, 2, 1], max_new=3)
     assert got["t"] == (torch.int64, torch.int64)
+
+
+def test_costs_are_the_target_s_per_positions_scored(sv):
+    # The drafter times the target from its return to the next call. On a simulated clock
+    # where n positions cost exactly ratio(n) ms, every cost it keeps is that, including
+    # near max_new where the decoder drops the deepest nodes (those rounds are not taken).
+    ratio = (lambda n: 1.0 + 0.05 * (n - 1))
+    target = ToyLM(6, seed=2, sharpness=3.0)
+    clock = SimClock()
+    drafter = sv.SuffixTreeDrafter(filled_cache(sv, 6, 2, max_requests=8), max_depth=6, max_nodes=12,
+                                   schedule=sv.TreeSchedule(clock=clock))
+    step = timed_tree_target(target, clock, ratio)
+    dec = sv.SpeculativeDecoder.from_tree(drafter, step, greedy=True)
+    for prompt, max_new in (([3], 40), ([1, 2, 3, 1, 2], 7), ([4, 4, 4, 0], 25), ([5, 1], 5)):
+        step.reset()
+        dec.generate(prompt, max_new=max_new)
+    costs = drafter.schedule.costs()["target_seconds_by_positions"]
+    assert len(costs) > 3, costs
+    for n, seconds in costs.items():
+        assert seconds == pytest.approx(0.001 * ratio(n), rel=1e-6), (n, seconds)
+
+
+def test_a_new_request_is_recognised_without_end_generation(sv):
+    cache = sv.SuffixCache()
+    drafter = sv.SuffixTreeDrafter(cache, schedule="constant")
+    drafter([7, 1, 2, 3, 1, 2])
+    drafter([7, 1, 2, 3, 1, 2, 3])
+    drafter([9, 9])  # does not extend: the last request's tokens after its first prefix go in
+    assert len(cache) == 1 and cache.tokens == 1
+    s = sv.TreeSchedule()
+    drafter = sv.SuffixTreeDrafter(cache, schedule=s)
+    drafter([1, 2, 3])
+    drafter([1, 2, 3, 4])
+    assert s._round == 2
+    drafter([1, 2, 3, 4] + [5] * 30)  # grew by more than one round can emit: a new request
+    assert s._round == 1 and len(cache) == 2
