@@ -29,7 +29,7 @@ import pytest
 import torch
 
 from test_schedule import SimClock
-from test_suffix import continuations, reference, streams
+from test_suffix import continuations, streams
 from test_suffix_law import filled_cache
 from toy_models import ToyLM, target_tree_rows
 
