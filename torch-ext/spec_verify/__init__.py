@@ -10,10 +10,13 @@ verify_tree, verify_tree_probs (+ _with_uniforms)  tree drafts: several candidat
                     verified in one call, greedy or exactly sampled.
 verify_batch, verify_batch_probs  a ragged batch of sequences (vLLM's layout) in one call,
                     on torch.set_num_threads threads, each result that of the single-sequence op.
-SpeculativeDecoder  the draft/verify loop over user callbacks (or, from_logits, over two
-                    logits functions); DecodeStats its statistics; AdaptiveSchedule the
-                    proposal length of each round, chosen from measured costs (the default). from_tree and
-                    from_tree_logits: rounds that verify trees (TreeDecodeStats).
+Decoder             the draft/verify loop over user callbacks, generate and stream; its
+                    statistics are a RoundStats. Two kinds:
+SpeculativeDecoder  chain rounds (or, from_logits, over two logits functions); DecodeStats its
+                    statistics; AdaptiveSchedule the proposal length of each round, chosen
+                    from measured costs (the default).
+TreeDecoder         rounds that verify trees (or, from_logits, trees of logits rows);
+                    TreeDecodeStats its statistics.
 PromptLookup        a draft_step without a draft model: copies the continuation of the
                     prefix's suffix n-gram from its last earlier occurrence.
 PromptLookupTree    a draft_tree: the continuations of several earlier occurrences, merged
@@ -46,9 +49,11 @@ from ._chains import _force_isa, accept, accept_with_uniforms, available_isas, i
 from ._logits import accept_logits, accept_logits_with_uniforms, sample, sample_with_uniforms, warp
 from ._trees import verify_tree, verify_tree_probs, verify_tree_probs_with_uniforms, verify_tree_with_uniforms
 from ._ops import ops  # noqa: F401
-from .decoder import DecodeStats, SpeculativeDecoder
+from ._decoding import Decoder
+from ._stats import DecodeStats, RoundStats, TreeDecodeStats
+from .decoder import SpeculativeDecoder
 from .schedule import AdaptiveSchedule
-from .tree_decoder import TreeDecodeStats
+from .tree_decoder import TreeDecoder
 from .prompt_lookup import PromptLookup, PromptLookupTree
 from .suffix import SuffixCache, SuffixDrafter
 from . import transformers  # noqa: F401,E402  (a module: transformers itself is imported lazily)
@@ -70,7 +75,10 @@ __all__ = [
     "verify_tree_probs_with_uniforms",
     "verify_batch",
     "verify_batch_probs",
+    "Decoder",
     "SpeculativeDecoder",
+    "TreeDecoder",
+    "RoundStats",
     "DecodeStats",
     "AdaptiveSchedule",
     "PromptLookup",

@@ -32,7 +32,7 @@ hybrids) is replaced and the whole sequence fed again, with a warning once and e
 re-feed counted (`CachedCausalLM.fallbacks`).
 
 `tree_decoder(target_model, draft_model or draft_tree=...)` is the decoder's tree mode
-(`SpeculativeDecoder.from_tree_logits`): the target scores a whole tree in one forward with
+(`TreeDecoder.from_logits`): the target scores a whole tree in one forward with
 a 4-D attention mask (each node sees the prefix and its ancestors, at position prefix + its
 depth) when the model accepts one, else in one forward per branch; see
 `CachedCausalLM.tree_logits` for the cost and what the cache keeps.
@@ -52,6 +52,7 @@ import torch
 from ._adapters import _lookup_decoder, _suffix_decoder
 from ._hf_cache import _CacheFollower, _layer_kinds
 from .decoder import SpeculativeDecoder
+from .tree_decoder import TreeDecoder
 
 
 class CachedCausalLM(_CacheFollower):
@@ -480,7 +481,7 @@ def tree_decoder(
     generator: Optional[torch.Generator] = None,
     tree_attention: str = "auto",
 ) -> SpeculativeDecoder:
-    """A tree-mode `SpeculativeDecoder` (`from_tree_logits`) over a Hugging Face causal LM.
+    """A `TreeDecoder` (`TreeDecoder.from_logits`) over a Hugging Face causal LM.
 
     The target scores every tree with `CachedCausalLM.tree_logits`: with a custom 4-D
     attention mask when the model takes one (Llama and the other models whose mask creation
@@ -524,7 +525,7 @@ def tree_decoder(
 
     Raises:
         ValueError: neither or both of `draft_model` and `draft_tree`; bad widths or
-            tree_attention. TypeError, ValueError: as `SpeculativeDecoder.from_tree_logits`.
+            tree_attention. TypeError, ValueError: as `TreeDecoder.from_logits`.
     """
     if (draft_model is None) == (draft_tree is None):
         raise ValueError("tree_decoder: pass draft_model or draft_tree, not both or neither")
@@ -547,8 +548,8 @@ def tree_decoder(
     def target_tree_logits_step(prefix: List[int], tokens: torch.Tensor, parents: torch.Tensor) -> torch.Tensor:
         return target.tree_logits(prefix, tokens.tolist(), parents.tolist())
 
-    dec = SpeculativeDecoder.from_tree_logits(draft_tree, target_tree_logits_step, temperature=temperature,
-                                              top_k=top_k, top_p=top_p, min_p=min_p, generator=generator)
+    dec = TreeDecoder.from_logits(draft_tree, target_tree_logits_step, temperature=temperature,
+                                  top_k=top_k, top_p=top_p, min_p=min_p, generator=generator)
     dec.target_cache, dec.draft_cache = target, draft
     return dec
 
