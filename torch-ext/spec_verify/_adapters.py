@@ -22,6 +22,7 @@ from typing import Any, Callable, List, NamedTuple, Optional, Tuple
 
 import torch
 
+from ._warping import Warping
 from .decoder import SpeculativeDecoder
 from .prompt_lookup import PromptLookup
 from .suffix import SuffixDrafter
@@ -47,8 +48,9 @@ class ModelInterface:
     """What an adapter supplies for its models: a wrapper that keeps a model's KV cache.
 
     Attributes:
-        module (`str`): the adapter module's name ("spec_verify.llama_cpp"); its functions
-            say they belong to it.
+        name (`str`): the adapter's name in messages ("llama_cpp": "spec_verify.llama_cpp.
+            speculative_decoder: top_p must be ...").
+        module (`str`): the adapter module's `__name__`; its functions say they belong to it.
         model (`str`): how the docstrings name a model ("`llama_cpp.Llama`").
         cached (`type`): the wrapper, `cached(model, what)` with `what` "draft" or "target":
             `logits(seq, first, keep=None)` returns float32 `[len(seq) - first, V]`, the
@@ -60,6 +62,7 @@ class ModelInterface:
             for two models that cannot draft for each other (one `Llama` twice: one KV cache).
     """
 
+    name: str
     module: str
     model: str
     cached: type
@@ -93,7 +96,7 @@ def _documented(function: Callable, interface: ModelInterface) -> Callable:
     function.__module__ = interface.module
     function.__qualname__ = function.__name__
     function.__doc__ = function.__doc__.format(model=interface.model, cached=interface.cached.__name__,
-                                               module=interface.module)
+                                               name=interface.name)
     return function
 
 
@@ -108,6 +111,9 @@ def adapter_functions(interface: ModelInterface) -> AdapterFunctions:
         and `suffix_decoder`, documented for the adapter's models.
     """
     cached = interface.cached
+
+    def what(function: str) -> str:
+        return f"spec_verify.{interface.name}.{function}"
 
     def logits_steps(draft_model, target_model) -> Tuple[Callable, Callable]:
         """The two logits callbacks of `SpeculativeDecoder.from_logits` for two models.
@@ -181,21 +187,23 @@ def adapter_functions(interface: ModelInterface) -> AdapterFunctions:
             `stream`. Its attributes `draft_cache` and `target_cache` are the two `{cached}`s.
 
         Raises:
-            ValueError: as `logits_steps`. TypeError, ValueError: as
-                `SpeculativeDecoder.from_logits`.
+            TypeError, ValueError: a bad warping parameter, before any model is wrapped
+                ("spec_verify.{name}.speculative_decoder: top_p must be ..."); as
+                `logits_steps`; as `SpeculativeDecoder.from_logits`.
         """
+        # The parameters are checked before any model is wrapped.
+        warping = Warping(temperature, top_k, top_p, min_p, what=what("speculative_decoder"))
         draft_logits_step, target_logits_step = logits_steps(draft_model, target_model)
-        dec = SpeculativeDecoder.from_logits(draft_logits_step, target_logits_step, k, temperature=temperature,
-                                             top_k=top_k, top_p=top_p, min_p=min_p, generator=generator,
-                                             method=method, schedule=schedule)
+        dec = SpeculativeDecoder._from_warping(what("speculative_decoder"), draft_logits_step, target_logits_step, k,
+                                               warping, generator, None, method, schedule)
         dec.draft_cache, dec.target_cache = draft_logits_step.model, target_logits_step.model
         return dec
 
-    def _without_draft_model(target_model, drafter, k, warping: dict, generator, method, schedule):
+    def _without_draft_model(name: str, target_model, drafter, k, warping: Warping, generator, method, schedule):
         # A drafter of tokens proposes, the target verifies one-hot drafts (from_logits).
         target_logits_step = _target_logits_step(cached(target_model, "target"))
-        dec = SpeculativeDecoder.from_logits(None, target_logits_step, k, **warping, generator=generator,
-                                             draft_step=drafter, method=method, schedule=schedule)
+        dec = SpeculativeDecoder._from_warping(what(name), None, target_logits_step, k, warping, generator, drafter,
+                                               method, schedule)
         dec.target_cache, dec.drafter = target_logits_step.model, drafter
         return dec
 
@@ -238,9 +246,10 @@ def adapter_functions(interface: ModelInterface) -> AdapterFunctions:
         Raises:
             TypeError, ValueError: as `PromptLookup` and `SpeculativeDecoder.from_logits`.
         """
-        return _without_draft_model(target_model, PromptLookup(max_ngram=max_ngram, min_ngram=min_ngram), k,
-                                    dict(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p),
-                                    generator, method, schedule)
+        warping = Warping(temperature, top_k, top_p, min_p, what=what("prompt_lookup_decoder"))
+        return _without_draft_model("prompt_lookup_decoder", target_model,
+                                    PromptLookup(max_ngram=max_ngram, min_ngram=min_ngram), k, warping, generator,
+                                    method, schedule)
 
     def suffix_decoder(
         target_model,
@@ -284,11 +293,11 @@ def adapter_functions(interface: ModelInterface) -> AdapterFunctions:
         Raises:
             TypeError, ValueError: as `SuffixDrafter` and `SpeculativeDecoder.from_logits`.
         """
+        warping = Warping(temperature, top_k, top_p, min_p, what=what("suffix_decoder"))
         drafter = SuffixDrafter(cache, max_depth=max_depth, min_token_prob=min_token_prob,
                                 max_spec_factor=max_spec_factor, max_spec_offset=max_spec_offset)
-        return _without_draft_model(target_model, drafter, k,
-                                    dict(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p),
-                                    generator, method, schedule)
+        return _without_draft_model("suffix_decoder", target_model, drafter, k, warping, generator, method,
+                                    schedule)
 
     return AdapterFunctions(*(_documented(f, interface) for f in (logits_steps, speculative_decoder,
                                                                      prompt_lookup_decoder, suffix_decoder)))

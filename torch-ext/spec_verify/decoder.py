@@ -50,13 +50,14 @@ from typing import Callable, Iterator, List, Optional, Tuple, Union
 
 import torch
 
-from ._api import _flag, _index, _kind, _token_tensor, _warp_params
+from ._api import _flag, _index, _kind, _token_tensor
 from ._chains import accept, verify_greedy
-from ._logits import accept_logits
+from ._logits import _accept_logits
 from ._decoding import (Decoder, _check_callbacks, _check_rows, _check_token_range, _count, _culprit, _dense,
                         _estimates, _from_array, _method, _now)
 from ._from_logits import sampling_draft_step
 from ._stats import DecodeStats
+from ._warping import Warping
 from .schedule import AdaptiveSchedule
 
 DraftStep = Callable[[List[int], int], Tuple[torch.Tensor, Optional[torch.Tensor]]]
@@ -219,18 +220,16 @@ class SpeculativeDecoder(Decoder):
         self.method = method
         self.schedule = _schedule("SpeculativeDecoder", schedule, k, draft_step)
         self.stats = DecodeStats(k)
-        # The warping parameters when made by from_logits (a dict), else None.
-        self.warping: Optional[dict] = None
+        # The warping parameters when made by from_logits, else None.
+        self.warping: Optional[Warping] = None
         self._target_name = "target_step"
         self._draft_rows_name = "draft_step returned probs"
 
     def __repr__(self) -> str:
         method = "" if self.method == "token" else f", method={self.method!r}"
-        if self.warping is not None:
-            params = ", ".join(f"{name}={value}" for name, value in self.warping.items())
-            sched = "" if self.schedule is not None else ", schedule='constant'"
-            return f"SpeculativeDecoder.from_logits(k={self.k}, {params}{method}{sched})"
         sched = "" if self.schedule is not None else ", schedule='constant'"
+        if self.warping is not None:
+            return f"SpeculativeDecoder.from_logits(k={self.k}, {self.warping}{method}{sched})"
         return f"SpeculativeDecoder(k={self.k}, greedy={self.greedy}{method}{sched})"
 
     @classmethod
@@ -292,8 +291,9 @@ class SpeculativeDecoder(Decoder):
                 cost before the draft model has run.
 
         Returns:
-            `SpeculativeDecoder`: with `greedy = (temperature == 0)` and `warping` the dict
-            of the four parameters; `generate` and `stream` work as for any decoder.
+            `SpeculativeDecoder`: with `greedy = (temperature == 0)` and `warping` the four
+            parameters, checked (a named tuple: `warping.top_p`, `warping._asdict()`);
+            `generate` and `stream` work as for any decoder.
 
         Raises:
             TypeError: a callback that is not callable; a parameter, k, generator or method
@@ -303,23 +303,28 @@ class SpeculativeDecoder(Decoder):
                 of the wrong type, shape or contents raises naming the callback.
         """
         what = "SpeculativeDecoder.from_logits"
+        warping = Warping(temperature, top_k, top_p, min_p, what=what)
+        return cls._from_warping(what, draft_logits_step, target_logits_step, k, warping, generator, draft_step,
+                                 method, schedule)
+
+    @classmethod
+    def _from_warping(cls, what: str, draft_logits_step, target_logits_step, k, warping: Warping, generator,
+                      draft_step, method, schedule) -> "SpeculativeDecoder":
+        # from_logits for a Warping already built (the adapters build theirs before they wrap
+        # their models); `what` prefixes the messages.
         if draft_step is not None and draft_logits_step is not None:
             raise ValueError(f"{what}: pass draft_logits_step or draft_step, not both")
         drafter = {"draft_logits_step": draft_logits_step} if draft_step is None else {"draft_step": draft_step}
         _check_callbacks(what + ": ", generator, None, **drafter, target_logits_step=target_logits_step)
-        temperature, top_k, top_p, min_p = _warp_params(what, temperature, top_k, top_p, min_p)
         method = _method(what, method)
-        greedy = temperature == 0.0
-        # accept_logits learns `method` with block verification; "token" is its default, and
-        # at temperature 0 both are the greedy rule.
-        method_kw = {} if method == "token" or greedy else {"method": method}
+        greedy = warping.greedy
+        # At temperature 0 both methods are the greedy rule: accept_logits gets "token".
+        verify_method = "token" if greedy else method
 
         def verifier(rows, draft_rows, tokens, gen):
-            return accept_logits(rows, draft_rows, tokens, temperature=temperature, top_k=top_k, top_p=top_p,
-                                 min_p=min_p, generator=gen, **method_kw)
+            return _accept_logits("accept_logits", rows, draft_rows, tokens, warping, gen, verify_method)
         if draft_step is None:
-            draft_step = sampling_draft_step(draft_logits_step, lambda: dec._known_vocab(), greedy, temperature,
-                                             top_k, top_p, min_p, generator)
+            draft_step = sampling_draft_step(draft_logits_step, lambda: dec._known_vocab(), warping, generator)
             rows_name = "draft_logits_step returned logits"
         else:  # one-hot drafts (or drafts with their own logits) on the target's warped rows
             rows_name = "draft_step returned logits"
@@ -331,7 +336,7 @@ class SpeculativeDecoder(Decoder):
                 and callable(getattr(draft_logits_step, "token_seconds", None))):
             dec.schedule.draft_token_hint = draft_logits_step.token_seconds
         dec.method = method
-        dec.warping = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p}
+        dec.warping = warping
         dec._target_name = "target_logits_step"
         dec._draft_rows_name = rows_name
         return dec

@@ -217,4 +217,4 @@ def _check_pair(draft, target) -> None:
 
 # The adapter's functions, written once for both adapters (_adapters.py).
 logits_steps, speculative_decoder, prompt_lookup_decoder, suffix_decoder = adapter_functions(ModelInterface(
-    module=__name__, model="`llama_cpp.Llama`", cached=CachedLlama, check_pair=_check_pair))
+    name="llama_cpp", module=__name__, model="`llama_cpp.Llama`", cached=CachedLlama, check_pair=_check_pair))

@@ -53,6 +53,8 @@ import torch
 
 from ._adapters import ModelInterface, adapter_functions
 from ._hf_cache import _CacheFollower, _layer_kinds
+from ._logits import sample
+from ._warping import Warping
 from .tree_decoder import TreeDecoder
 
 
@@ -306,17 +308,17 @@ def _check_pair(draft_model, target_model) -> None:
 
 # The adapter's functions, written once for both adapters (_adapters.py).
 logits_steps, speculative_decoder, prompt_lookup_decoder, suffix_decoder = adapter_functions(ModelInterface(
-    module=__name__, model="`transformers.PreTrainedModel` (a causal LM)", cached=CachedCausalLM,
-    check_pair=_check_pair))
+    name="transformers", module=__name__, model="`transformers.PreTrainedModel` (a causal LM)",
+    cached=CachedCausalLM, check_pair=_check_pair))
 
 
-def _tree_from_model(draft: CachedCausalLM, widths: Tuple[int, ...], draw: bool, params: dict,
+def _tree_from_model(draft: CachedCausalLM, widths: Tuple[int, ...], draw: bool, warping: Warping,
                      generator: Optional[torch.Generator]) -> Callable:
     """A draft_tree grown level by level from a draft model: every node at depth d gets
     widths[d] children, the most probable distinct tokens of its row (draw False), or
     independent draws from its warped row (draw True; the draft logits rows are returned for
     the verifier). One draft forward per level, feeding that level's new nodes."""
-    from ._logits import sample
+    params = warping._asdict()
 
     def draft_tree(prefix: List[int]):
         tokens: List[int] = []
@@ -410,6 +412,8 @@ def tree_decoder(
     """
     if (draft_model is None) == (draft_tree is None):
         raise ValueError("tree_decoder: pass draft_model or draft_tree, not both or neither")
+    what = "spec_verify.transformers.tree_decoder"
+    warping = Warping(temperature, top_k, top_p, min_p, what=what)
     if tree_attention not in ("auto", "mask", "branches"):
         raise ValueError(f"tree_decoder: tree_attention must be \"auto\", \"mask\" or \"branches\", "
                          f"got {tree_attention!r}")
@@ -422,15 +426,13 @@ def tree_decoder(
             raise ValueError(f"tree_decoder: widths must be a non-empty tuple of ints >= 1, got {widths!r}")
         draft = CachedCausalLM(draft_model, "draft")
         draft.tree_attention = tree_attention
-        draw = temperature != 0 and (temperature > 0 if draw_children is None else bool(draw_children))
-        params = dict(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p)
-        draft_tree = _tree_from_model(draft, widths, draw, params, generator)
+        draw = not warping.greedy and (draw_children is None or bool(draw_children))
+        draft_tree = _tree_from_model(draft, widths, draw, warping, generator)
 
     def target_tree_logits_step(prefix: List[int], tokens: torch.Tensor, parents: torch.Tensor) -> torch.Tensor:
         return target.tree_logits(prefix, tokens.tolist(), parents.tolist())
 
-    dec = TreeDecoder.from_logits(draft_tree, target_tree_logits_step, temperature=temperature,
-                                  top_k=top_k, top_p=top_p, min_p=min_p, generator=generator)
+    dec = TreeDecoder._from_warping(what, draft_tree, target_tree_logits_step, warping, generator, None)
     dec.target_cache, dec.draft_cache = target, draft
     return dec
 

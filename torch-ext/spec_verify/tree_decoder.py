@@ -32,10 +32,11 @@ from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 
-from ._api import _flag, _index, _kind, _token_tensor, _warp_params
+from ._api import _flag, _index, _kind, _token_tensor
 from ._decoding import Decoder, _check_callbacks, _check_rows, _check_token_range, _culprit, _dense, _now
 from ._stats import TreeDecodeStats
 from ._trees import verify_tree, verify_tree_probs
+from ._warping import Warping
 
 DraftTree = Callable[[List[int]], Tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]]
 TargetTreeStep = Callable[[List[int], torch.Tensor, torch.Tensor], torch.Tensor]
@@ -143,22 +144,28 @@ class TreeDecoder(Decoder):
             temperature, top_k, top_p, min_p: as for `SpeculativeDecoder.from_logits`.
 
         Returns:
-            `TreeDecoder`: with `greedy = (temperature == 0)` and `warping` the dict of the
-            four parameters.
+            `TreeDecoder`: with `greedy = (temperature == 0)` and `warping` the four
+            parameters, checked (a named tuple, as `SpeculativeDecoder.from_logits` keeps them).
 
         Raises:
             TypeError, ValueError: as for the constructor, and for bad warping parameters.
         """
         what = "TreeDecoder.from_logits"
-        temperature, top_k, top_p, min_p = _warp_params(what, temperature, top_k, top_p, min_p)
-        warping = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p}
+        warping = Warping(temperature, top_k, top_p, min_p, what=what)
+        return cls._from_warping(what, draft_tree, target_tree_logits_step, warping, generator, verifier)
+
+    @classmethod
+    def _from_warping(cls, what: str, draft_tree, target_tree_logits_step, warping: Warping, generator,
+                      verifier) -> "TreeDecoder":
+        # from_logits for a Warping already built (transformers.tree_decoder builds its own
+        # before it wraps its models); `what` prefixes the messages.
         dec = cls.__new__(cls)
-        dec._setup(what, draft_tree, target_tree_logits_step, temperature == 0.0, generator, verifier, warping,
+        dec._setup(what, draft_tree, target_tree_logits_step, warping.greedy, generator, verifier, warping,
                    "target_tree_logits_step")
         return dec
 
     def _setup(self, what: str, draft_tree, target_tree_step, greedy: bool, generator, verifier,
-               warping: Optional[dict], target_name: str) -> None:
+               warping: Optional[Warping], target_name: str) -> None:
         _check_callbacks(what + ": ", generator, verifier, draft_tree=draft_tree, **{target_name: target_tree_step})
         self.draft_tree = draft_tree
         self.target_tree_step = target_tree_step
@@ -172,17 +179,17 @@ class TreeDecoder(Decoder):
 
     def __repr__(self) -> str:
         if self.warping is not None:
-            params = ", ".join(f"{name}={value}" for name, value in self.warping.items())
-            return f"TreeDecoder.from_logits({params})"
+            return f"TreeDecoder.from_logits({self.warping})"
         return f"TreeDecoder(greedy={self.greedy})"
 
     def _default_verifier(self) -> TreeVerifier:
         if self.warping is not None:
-            w = self.warping
+            # verify_tree, public, checks the parameters again (its fast path: a few type
+            # tests a round); _trees.py has no entry that takes a checked Warping yet.
+            params = self.warping._asdict()
 
             def verify(rows, draft_rows, tokens, parents, generator):
-                return verify_tree(rows, tokens, parents, draft_rows, temperature=w["temperature"], top_k=w["top_k"],
-                                   top_p=w["top_p"], min_p=w["min_p"], generator=generator)
+                return verify_tree(rows, tokens, parents, draft_rows, **params, generator=generator)
         else:
             greedy = self.greedy
 
