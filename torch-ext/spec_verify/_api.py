@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import operator
 from array import array
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Union
 
 import torch
 

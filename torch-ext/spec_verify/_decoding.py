@@ -205,14 +205,15 @@ class Decoder:
             the target); otherwise exact sampling.
         generator (`torch.Generator` or None): the generator of the verifier's draws.
         verifier (`Callable`): the decision of a round (each subclass says its form).
-        warping (`dict` or None): the warping parameters (temperature, top_k, top_p, min_p)
-            of a decoder made by `from_logits`; None for one on probability rows.
+        warping (`Warping` or None): the warping parameters of a decoder made by
+            `from_logits`, checked (a named tuple: `temperature`, `top_k`, `top_p`, `min_p`;
+            `_asdict()` gives them by name); None for one on probability rows.
         stats (`RoundStats`): the statistics of the current (or last) generation.
     """
 
     greedy: bool
     generator: Optional[torch.Generator]
-    warping: Optional[dict]
+    warping: Optional[tuple]
     stats: RoundStats
     # (stats, V): V of the target's rows in the generation that `stats` counts, once its
     # first target call returned them; draft tokens are checked against it.

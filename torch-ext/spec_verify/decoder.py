@@ -157,7 +157,7 @@ class SpeculativeDecoder(Decoder):
             `tokens` the int64 `[j]` proposal, `generator` the decoder's. It returns how
             many proposed tokens to keep (`0 <= n_accepted <= j`) and the token to add
             (`0 <= next_token < V`). Defaults to `verify_greedy` with `greedy=True` and
-            `accept` (with `method`) otherwise; other rules (tree verification) plug in here.
+            `accept` (with `method`) otherwise; other rules plug in here.
         method (`str`, *optional*, defaults to `"token"`): the default verifier's rule when
             sampling: `"token"` (token-wise rejection sampling) or `"block"` (block
             verification, Sun et al. 2025: the same law, at least as many accepted tokens
