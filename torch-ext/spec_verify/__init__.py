@@ -26,12 +26,11 @@ SuffixDrafter       a draft_step by suffix decoding: the most frequent continuat
                     shareable), each token with an estimate of its acceptance.
 transformers        speculative_decoder(draft_model, target_model, ...) for two Hugging Face
                     causal LMs, prompt_lookup_decoder(target_model, ...) and
-                    suffix_decoder(target_model, ...) without a draft model (imports
-                    transformers only when called).
-llama_cpp           speculative_decoder(draft, target, ...) for two llama.cpp models (GGUF,
-                    llama-cpp-python), prompt_lookup_decoder(target, ...) and
-                    suffix_decoder(target, ...) without a draft model (imports llama_cpp
-                    only when called).
+                    suffix_decoder(target_model, ...) without a draft model, tree_decoder
+                    (imports transformers only when called).
+llama_cpp           the same functions for llama.cpp models (GGUF, llama-cpp-python), with
+                    the same arguments, all but tree_decoder (imports llama_cpp only when
+                    called).
 isa, available_isas the instruction-set path in use, and those this CPU can run.
 testing             check_verifier(verify): a conformance suite that holds any verifier (this
                     package's or another's) to the exact law of speculative sampling; needs
