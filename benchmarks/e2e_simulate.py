@@ -21,7 +21,7 @@
    (plain pays its step too). One decoder serves a workload's requests in order, as in a
    user's process: its suffix cache fills, its costs and calibration carry over.
    Tree settings (`sv.SuffixTreeDrafter`, its `TreeSchedule` on the same clock) run through
-   `sv.SpeculativeDecoder.from_tree`: a tree of n nodes costs c(n + 1), and the fake
+   `sv.TreeDecoder`: a tree of n nodes costs c(n + 1), and the fake
    target's row after a node is the recorded token there when the node's path is the
    recorded continuation (the accepted path is the longest one the recording follows; the
    other rows are never read by greedy verification).
@@ -207,8 +207,7 @@ def simulate(sv, torch, make_drafter, k: int, curve, requests, vocab: int, eos: 
                                     schedule=sv.AdaptiveSchedule(clock=clock))
     else:
         drafter = TimedTree(make_drafter(clock), clock, DRAFT)
-        dec = sv.SpeculativeDecoder.from_tree(drafter, recorded_tree_target(torch, clock, curve, vocab, request),
-                                              greedy=True)
+        dec = sv.TreeDecoder(drafter, recorded_tree_target(torch, clock, curve, vocab, request), greedy=True)
     plain_steps = 0
     for prompt, output, capped in requests:
         request.update(prompt_len=len(prompt), output=output, eos=eos)

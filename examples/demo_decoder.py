@@ -16,7 +16,7 @@ standard library given in the prompt, and the target is the n-gram model with a 
 component over the prompt (`CopyTarget`), the way a language model's attention copies from
 its context. `PromptLookup` drafts by copying from the prefix; greedy (checked against plain
 greedy decoding) and sampled (one-hot drafts), each timed against plain decoding; then
-`PromptLookupTree` through SpeculativeDecoder.from_tree: the continuations of the two most
+`PromptLookupTree` through TreeDecoder: the continuations of the two most
 recent occurrences merged into a tree, tokens per target call against the chain's.
 
     run(sv)   what examples/demo.py calls; standalone: .venv/bin/python examples/demo_decoder.py
@@ -310,12 +310,12 @@ def prompt_lookup_run(sv, ngram: NGram) -> None:
     print(f"   with {default!r}: {dec_default.stats.tokens_per_target_call:.2f} tokens per target call, "
           f"{plain_s / default_s:.2f}x (same output: {'yes' if out == plain else 'NO'})")
 
-    # Trees: the continuations of the two most recent occurrences, merged (from_tree).
+    # Trees: the continuations of the two most recent occurrences, merged (TreeDecoder).
     tree = sv.PromptLookupTree(max_ngram=LOOKUP_MAX_NGRAM, min_ngram=LOOKUP_MIN_NGRAM, branches=2, depth=LOOKUP_K)
-    dec_tree = sv.SpeculativeDecoder.from_tree(tree, target.tree_target, greedy=True)
+    dec_tree = sv.TreeDecoder(tree, target.tree_target, greedy=True)
     out, tree_s = timed(lambda: dec_tree.generate(prompt, max_new=REWRITE_NEW))
     s = dec_tree.stats
-    print(f"\n greedy tree drafts, {tree!r} (SpeculativeDecoder.from_tree):")
+    print(f"\n greedy tree drafts, {tree!r} (TreeDecoder):")
     print(f"   {s.tokens_per_target_call:.2f} tokens per target call against {dec.stats.tokens_per_target_call:.2f} "
           f"for the chain; {s.mean_nodes:.1f} nodes and an accepted path of {s.mean_accepted:.2f} a round; "
           f"same output: {'yes' if out == plain else 'NO'}")

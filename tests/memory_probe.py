@@ -160,10 +160,10 @@ def _decoders(sv):
         "decoder from_logits": sv.SpeculativeDecoder.from_logits(
             lambda seq: draft.logits(seq), lambda prefix, proposed: target.target_rows(prefix, proposed, True),
             k=3, temperature=0.9, generator=g),
-        "decoder tree greedy": sv.SpeculativeDecoder.from_tree(draft_tree, tree_step, greedy=True),
-        "decoder tree sampled": sv.SpeculativeDecoder.from_tree(draft_tree, tree_step, greedy=False, generator=g),
-        "decoder tree logits": sv.SpeculativeDecoder.from_tree_logits(draft_tree, logits_tree_step,
-                                                                     temperature=0.8, generator=g),
+        "decoder tree greedy": sv.TreeDecoder(draft_tree, tree_step, greedy=True),
+        "decoder tree sampled": sv.TreeDecoder(draft_tree, tree_step, greedy=False, generator=g),
+        "decoder tree logits": sv.TreeDecoder.from_logits(draft_tree, logits_tree_step,
+                                                         temperature=0.8, generator=g),
     }
     found = {name: ((lambda d=d: d.generate(prompt, max_new=24)), 1) for name, d in decoders.items()}
     found.update(_transformers_decoders(sv))

@@ -130,7 +130,7 @@ def test_greedy_equals_plain_greedy_decoding(sv, k):
     for seed, vocab in ((31, 7), (32, 50)):
         target, draft = pair(vocab, seed)
         dec = sv.SpeculativeDecoder.from_logits(draft.logits, target_logits(target), k, temperature=0, schedule="constant")
-        assert dec.greedy and dec.warping == {"temperature": 0.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0}
+        assert dec.greedy and dec.warping._asdict() == {"temperature": 0.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0}
         for prompt in ([1, 0], [3], [2, 2, 1]):
             g = torch.Generator().manual_seed(0)
             state = g.get_state()

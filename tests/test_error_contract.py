@@ -200,8 +200,8 @@ def test_a_callback_returning_one_is_named(sv, kind):
     dec = sv.SpeculativeDecoder.from_logits(step, lambda p, d: target(p, d).log(), k=2, temperature=0.5, schedule="constant")
     with pytest.raises(TypeError, match=rf"^draft_logits_step returned {what}, expected a float32 tensor \[V\]"):
         dec.generate([1], max_new=4)
-    tree = sv.SpeculativeDecoder.from_tree(lambda prefix: ([1], [-1], None),
-                                           lambda p, t, par: convert(target(p, t)))
+    tree = sv.TreeDecoder(lambda prefix: ([1], [-1], None),
+                          lambda p, t, par: convert(target(p, t)))
     with pytest.raises(TypeError, match=rf"^target_tree_step returned {what}, expected"):
         tree.generate([1], max_new=4)
 
@@ -300,7 +300,7 @@ def test_tree_drafts_are_checked_too(sv):
     def target_tree_step(prefix, tokens, parents):
         calls.append(tokens.tolist())
         return torch.softmax(torch.randn(len(tokens) + 1, V), -1)
-    dec = sv.SpeculativeDecoder.from_tree(lambda prefix: (*next(trees), None), target_tree_step)
+    dec = sv.TreeDecoder(lambda prefix: (*next(trees), None), target_tree_step)
     with pytest.raises(ValueError, match=rf"^draft_tree's tokens\[1\] = {V} is outside the vocabulary \[0, {V}\) "
                                          r"of target_tree_step's rows$"):
         dec.generate([1], max_new=10)
@@ -351,7 +351,7 @@ def test_a_numpy_generator_is_named_with_its_module(sv):
                          (lambda: sv.verify_batch(x, [1, 2, 3], [3], generators=[rng]),
                           r"spec_verify\.verify_batch: generators\[0\]"),
                          (lambda: sv.SpeculativeDecoder(drafter([]), tiny_target(), k=1, generator=rng, schedule="constant"), "generator"),
-                         (lambda: sv.SpeculativeDecoder.from_tree(lambda p: ([], [], None), tiny_target(),
-                                                                  generator=rng), r".*from_tree: generator")]:
+                         (lambda: sv.TreeDecoder(lambda p: ([], [], None), tiny_target(),
+                                                 generator=rng), r".*TreeDecoder: generator")]:
         with pytest.raises(TypeError, match=rf"^{prefix} must be a torch.Generator or None, got {name}"):
             call()

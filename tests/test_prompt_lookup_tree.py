@@ -6,7 +6,7 @@ tree mode with it.
   prefix tree), and against a brute-force statement of the rule on random prefixes grown
   round by round.
 - Cost: the index work of each call is bounded by the tokens appended since the last call.
-- Greedy output through SpeculativeDecoder.from_tree is plain greedy decoding of the target,
+- Greedy output through TreeDecoder is plain greedy decoding of the target,
   and a tree accepts at least as much per round as its first branch alone (the chain).
 """
 from __future__ import annotations
@@ -158,7 +158,7 @@ def test_greedy_output_through_the_tree_decoder(sv):
     per_call = {}
     for branches in (1, 2, 4):
         lookup = sv.PromptLookupTree(max_ngram=3, branches=branches, depth=6)
-        dec = sv.SpeculativeDecoder.from_tree(lookup, lm.target_tree_rows)
+        dec = sv.TreeDecoder(lookup, lm.target_tree_rows)
         assert dec.generate(prompt, max_new=max_new) == plain
         per_call[branches] = dec.stats.tokens_per_target_call
     chain = sv.SpeculativeDecoder(sv.PromptLookup(max_ngram=3), lm.target_rows, k=6, schedule="constant")
@@ -171,8 +171,8 @@ def test_greedy_output_through_the_tree_decoder(sv):
 def test_sampled_output_through_the_tree_decoder(sv):
     target = ToyLM(12, seed=7, sharpness=3.0)
     g = torch.Generator().manual_seed(0)
-    dec = sv.SpeculativeDecoder.from_tree(sv.PromptLookupTree(), target_tree_rows(target), greedy=False,
-                                          generator=g)
+    dec = sv.TreeDecoder(sv.PromptLookupTree(), target_tree_rows(target), greedy=False,
+                         generator=g)
     out = dec.generate([1, 2, 3, 1, 2], max_new=100)
     assert all(target.probs(out[:i])[out[i]] > 0 for i in range(5, len(out)))
     assert dec.stats.accepted > 0
@@ -186,8 +186,8 @@ def test_one_branch_is_the_chain_bit_for_bit_when_sampling(sv):
     prompt = [1, 2, 3, 1, 2, 4, 1, 2, 3]
     for seed in range(3):
         g = torch.Generator().manual_seed(seed)
-        tree = sv.SpeculativeDecoder.from_tree(sv.PromptLookupTree(max_ngram=3, branches=1, depth=5),
-                                               target_tree_rows(target), greedy=False, generator=g)
+        tree = sv.TreeDecoder(sv.PromptLookupTree(max_ngram=3, branches=1, depth=5),
+                              target_tree_rows(target), greedy=False, generator=g)
         a = list(tree.stream(prompt, max_new=80))
         g = torch.Generator().manual_seed(seed)
         chain = sv.SpeculativeDecoder(sv.PromptLookup(max_ngram=3), target.target_rows, k=5, greedy=False,

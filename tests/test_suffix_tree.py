@@ -14,7 +14,7 @@ cost curves, and greedy decoding through the tree decoder.
   estimated rate among every subtree of the proposal (brute force over all subtrees of small
   random trees), nothing where nothing pays, a chain where branching does not pay, branches
   where a flat curve makes them pay.
-- Through the decoder (`SpeculativeDecoder.from_tree`, greedy): the output is plain greedy
+- Through the decoder (`TreeDecoder`, greedy): the output is plain greedy
   decoding whatever the curve, each request goes into the cache, and the schedule refuses
   trees on a steep curve and proposes them on a flat one; the costs the drafter keeps are the
   target's (a tree cut near max_new is not taken for the whole tree: taking it at once fails
@@ -278,7 +278,7 @@ def test_greedy_tree_decoding_is_plain_greedy_decoding(sv, ratio, kind):
         clock = SimClock()
         drafter = sv.SuffixTreeDrafter(cache, max_depth=6, max_nodes=12, schedule=sv.TreeSchedule(clock=clock))
         step = timed_tree_target(target, clock, ratio)
-        dec = sv.SpeculativeDecoder.from_tree(drafter, step, greedy=True)
+        dec = sv.TreeDecoder(drafter, step, greedy=True)
         for prompt in ([3], [1, 2, 3, 1, 2], [4, 4, 4, 0], [3], [5, 1]):
             step.reset()
             held = len(cache)
@@ -302,7 +302,7 @@ def test_end_generation_is_called_once_per_generation(sv):
         def end_generation(self, sequence, prompt_length):
             seen.append((list(sequence), prompt_length))
     target = ToyLM(5, seed=1)
-    dec = sv.SpeculativeDecoder.from_tree(Drafter(), target_tree_rows(target), greedy=True)
+    dec = sv.TreeDecoder(Drafter(), target_tree_rows(target), greedy=True)
     out = dec.generate([1, 2], max_new=5)
     assert seen == [(out, 2)]
     dec.generate([1, 2], max_new=0)
@@ -319,7 +319,7 @@ def test_tree_rows_stay_valid_with_torch_tensors(sv):
     def step(prefix, tokens, parents):
         got["t"] = (tokens.dtype, parents.dtype)
         return torch.full((tokens.numel() + 1, 8), 1.0)
-    sv.SpeculativeDecoder.from_tree(drafter, step, greedy=True).generate([1, 2, 1, 2, 1], max_new=3)
+    sv.TreeDecoder(drafter, step, greedy=True).generate([1, 2, 1, 2, 1], max_new=3)
     assert got["t"] == (torch.int64, torch.int64)
 
 
@@ -333,7 +333,7 @@ def test_costs_are_the_target_s_per_positions_scored(sv):
     drafter = sv.SuffixTreeDrafter(filled_cache(sv, 6, 2, max_requests=8), max_depth=6, max_nodes=12,
                                    schedule=sv.TreeSchedule(clock=clock))
     step = timed_tree_target(target, clock, ratio)
-    dec = sv.SpeculativeDecoder.from_tree(drafter, step, greedy=True)
+    dec = sv.TreeDecoder(drafter, step, greedy=True)
     for prompt, max_new in (([3], 40), ([1, 2, 3, 1, 2], 7), ([4, 4, 4, 0], 25), ([5, 1], 5)):
         step.reset()
         dec.generate(prompt, max_new=max_new)

@@ -60,9 +60,9 @@ def law_counts(sv, vocab, seed, stop=None, adaptive=True, logits=False, verifier
                                    schedule=schedule)
     step = timed_rows(target, clock, logits)
     if logits:  # temperature 1: the warped logits rows are the probability rows
-        dec = sv.SpeculativeDecoder.from_tree_logits(drafter, step, temperature=1.0, generator=g, verifier=verifier)
+        dec = sv.TreeDecoder.from_logits(drafter, step, temperature=1.0, generator=g, verifier=verifier)
     else:
-        dec = sv.SpeculativeDecoder.from_tree(drafter, step, greedy=False, generator=g, verifier=verifier)
+        dec = sv.TreeDecoder(drafter, step, greedy=False, generator=g, verifier=verifier)
     counts = torch.zeros(len(cells), dtype=torch.float64)
     accepted = rounds = 0
     for _ in range(GENERATIONS):
@@ -78,7 +78,7 @@ def law_counts(sv, vocab, seed, stop=None, adaptive=True, logits=False, verifier
 CASES = [  # (vocab, seed, stop tokens, adaptive, logits)
     (3, 31, None, False, False),   # whole trees
     (4, 32, {3}, True, False),     # trees cut by the schedule, a stop token
-    (3, 33, None, True, True),     # from_tree_logits, temperature 1
+    (3, 33, None, True, True),     # TreeDecoder.from_logits, temperature 1
 ]
 
 

@@ -1,4 +1,4 @@
-"""The decoder's tree mode (SpeculativeDecoder.from_tree / from_tree_logits) over the toy
+"""The decoder's tree mode (TreeDecoder and TreeDecoder.from_logits) over the toy
 models of tests/toy_models.py: greedy output identical to plain greedy decoding, max_new
 and stop tokens, the KV-cache contract (what the callbacks are given each round), and
 errors naming the callback. The sequence law is in test_tree_sequence_law.py."""
@@ -29,10 +29,10 @@ def test_tree_shape():
 @pytest.mark.parametrize("widths", SHAPES, ids=[str(w) for w in SHAPES])
 def test_greedy_trees_equal_plain_greedy_decoding(sv, widths):
     target, draft = pair()
-    decoders = [sv.SpeculativeDecoder.from_tree(topk_tree_draft(draft, widths), target_tree_rows(target, logits))
+    decoders = [sv.TreeDecoder(topk_tree_draft(draft, widths), target_tree_rows(target, logits))
                 for logits in (False, True)]
-    decoders.append(sv.SpeculativeDecoder.from_tree_logits(topk_tree_draft(draft, widths),
-                                                           target_tree_rows(target, logits=True), temperature=0))
+    decoders.append(sv.TreeDecoder.from_logits(topk_tree_draft(draft, widths),
+                                               target_tree_rows(target, logits=True), temperature=0))
     for dec in decoders:
         for prompt, max_new in (([3], 40), ([1, 2, 3], 17), ([49, 0], 1), ([7], 0)):
             assert dec.generate(prompt, max_new=max_new) == target.greedy_decode(prompt, max_new)
@@ -50,7 +50,7 @@ def test_wider_trees_accept_more_than_their_first_branch(sv):
     target, draft = pair(noise=1.5)
     per_call = {}
     for widths in ((1, 1, 1), (2, 1, 1), (3, 1, 1)):
-        dec = sv.SpeculativeDecoder.from_tree(topk_tree_draft(draft, widths), target_tree_rows(target))
+        dec = sv.TreeDecoder(topk_tree_draft(draft, widths), target_tree_rows(target))
         assert dec.generate([5], max_new=300) == target.greedy_decode([5], 300)
         per_call[widths] = dec.stats.tokens_per_target_call
     assert per_call[(1, 1, 1)] < per_call[(2, 1, 1)] < per_call[(3, 1, 1)], per_call
@@ -64,7 +64,7 @@ def test_a_greedy_tree_with_repeated_siblings_is_fine(sv):
         t = int(target.logits(prefix).argmax())
         return [t, t, 0], [-1, -1, 0], None
 
-    dec = sv.SpeculativeDecoder.from_tree(draft, target_tree_rows(target))
+    dec = sv.TreeDecoder(draft, target_tree_rows(target))
     assert dec.generate([4], max_new=30) == target.greedy_decode([4], 30)
     # Every round accepts node 0 (the argmax; node 1 repeats it and is never tried), and
     # node 2 (token 0) is never the argmax after it on this prompt.
@@ -76,7 +76,7 @@ def test_stop_token_inside_an_accepted_path(sv):
     plain = target.greedy_decode([3], 40)
     stop = plain[1 + 12]  # the 13th new token
     first = plain.index(stop, 1)
-    dec = sv.SpeculativeDecoder.from_tree(topk_tree_draft(draft, (2, 2, 2)), target_tree_rows(target))
+    dec = sv.TreeDecoder(topk_tree_draft(draft, (2, 2, 2)), target_tree_rows(target))
     assert dec.generate([3], max_new=40, eos_token_id=stop) == plain[:first + 1]
     assert dec.stats.stop_reason == "stop_token"
 
@@ -111,7 +111,7 @@ def test_the_kv_contract(sv, greedy):
     widths = (2, 2, 2, 1)
     rec = Recorder(topk_tree_draft(draft, widths) if greedy else sampling_tree_draft(draft, widths, g),
                    target_tree_rows(target))
-    dec = sv.SpeculativeDecoder.from_tree(rec.draft, rec.target, greedy=greedy, generator=g)
+    dec = sv.TreeDecoder(rec.draft, rec.target, greedy=greedy, generator=g)
     prompt, max_new = [2, 9], 37
     out = dec.generate(prompt, max_new=max_new)
     assert len(out) == len(prompt) + max_new
@@ -157,7 +157,7 @@ def test_pruning_keeps_draft_rows_aligned(sv):
         seen.append(list(prefix))
         return target_tree_rows(target)(prefix, tokens, parents)
 
-    dec = sv.SpeculativeDecoder.from_tree(drafter, target_step, greedy=False, generator=g, verifier=verifier)
+    dec = sv.TreeDecoder(drafter, target_step, greedy=False, generator=g, verifier=verifier)
     for max_new in (2, 3, 5, 20):
         assert len(dec.generate([1], max_new=max_new)) == 1 + max_new
     assert dec.stats.pruned > 0
@@ -167,7 +167,7 @@ def test_sampled_tokens_have_positive_probability(sv):
     target, draft = pair(vocab=30, noise=1.5)
     g = torch.Generator().manual_seed(1)
     for drafter in (topk_tree_draft(draft, (2, 2)), sampling_tree_draft(draft, (2, 2), g)):
-        dec = sv.SpeculativeDecoder.from_tree(drafter, target_tree_rows(target), greedy=False, generator=g)
+        dec = sv.TreeDecoder(drafter, target_tree_rows(target), greedy=False, generator=g)
         out = dec.generate([0], max_new=150)
         assert all(target.probs(out[:i])[out[i]] > 0 for i in range(1, len(out)))
         assert 0 < dec.stats.acceptance_rate < 1
@@ -175,7 +175,7 @@ def test_sampled_tokens_have_positive_probability(sv):
 
 def test_stats(sv):
     target, draft = pair()
-    dec = sv.SpeculativeDecoder.from_tree(topk_tree_draft(draft, (2, 1)), target_tree_rows(target))
+    dec = sv.TreeDecoder(topk_tree_draft(draft, (2, 1)), target_tree_rows(target))
     dec.generate([1], max_new=30)
     s = dec.stats
     assert s.rounds == s.target_calls == sum(s.node_counts) == sum(s.depth_counts) == sum(s.accepted_length_counts)
@@ -188,7 +188,7 @@ def test_stats(sv):
     d = s.as_dict()
     assert d["tokens_per_target_call"] == s.tokens_per_target_call and d["node_counts"] == s.node_counts
     assert "tree rounds" in s.summary()
-    assert repr(dec) == "SpeculativeDecoder.from_tree(greedy=True)"
+    assert repr(dec) == "TreeDecoder(greedy=True)"
 
 
 # Errors: each names the callback whose output is wrong. ---------------------------------------------
@@ -229,8 +229,8 @@ ERRORS = [
 
 @pytest.mark.parametrize("out,greedy,error,message", ERRORS)
 def test_malformed_trees_raise_naming_draft_tree(sv, out, greedy, error, message):
-    dec = sv.SpeculativeDecoder.from_tree(lambda prefix: out, constant_target, greedy=greedy,
-                                          generator=torch.Generator().manual_seed(0))
+    dec = sv.TreeDecoder(lambda prefix: out, constant_target, greedy=greedy,
+                         generator=torch.Generator().manual_seed(0))
     if error is None:
         dec.generate([1], max_new=3)
     else:
@@ -249,10 +249,10 @@ def test_bad_target_rows_raise_naming_the_target_callback(sv):
     ]
     for target_step, error, message in cases:
         for greedy in (True, False):
-            dec = sv.SpeculativeDecoder.from_tree(draft, target_step, greedy=greedy)
+            dec = sv.TreeDecoder(draft, target_step, greedy=greedy)
             with pytest.raises(error, match=message):
                 dec.generate([1], max_new=3)
-    dec = sv.SpeculativeDecoder.from_tree_logits(draft, lambda p, t, q: torch.full((3, 50), float("nan")))
+    dec = sv.TreeDecoder.from_logits(draft, lambda p, t, q: torch.full((3, 50), float("nan")))
     with pytest.raises(ValueError, match="rejected target_tree_logits_step's logits"):
         dec.generate([1], max_new=3)
 
@@ -260,12 +260,12 @@ def test_bad_target_rows_raise_naming_the_target_callback(sv):
 def test_a_verifier_returning_a_non_path_raises(sv):
     target, _ = pair()
     for path in ([1], [0, 2], [3], [0, 0]):  # tree: 0 -> 1, 2 -> 3 (two branches)
-        dec = sv.SpeculativeDecoder.from_tree(fixed_draft([1, 2, 3, 4], [-1, 0, -1, 2]), target_tree_rows(target),
-                                              verifier=lambda *a, path=path: (path, 0))
+        dec = sv.TreeDecoder(fixed_draft([1, 2, 3, 4], [-1, 0, -1, 2]), target_tree_rows(target),
+                             verifier=lambda *a, path=path: (path, 0))
         with pytest.raises(ValueError, match="not a path from the root"):
             dec.generate([1], max_new=5)
-    dec = sv.SpeculativeDecoder.from_tree(fixed_draft([1], [-1]), target_tree_rows(target),
-                                          verifier=lambda *a: ([0], 50))
+    dec = sv.TreeDecoder(fixed_draft([1], [-1]), target_tree_rows(target),
+                         verifier=lambda *a: ([0], 50))
     with pytest.raises(ValueError, match=r"next_token = 50, outside \[0, V = 50\)"):
         dec.generate([1], max_new=5)
 
@@ -273,20 +273,20 @@ def test_a_verifier_returning_a_non_path_raises(sv):
 def test_constructor_checks(sv):
     target, _ = pair()
     step = target_tree_rows(target)
-    with pytest.raises(TypeError, match="from_tree: draft_tree must be callable"):
-        sv.SpeculativeDecoder.from_tree(None, step)
-    with pytest.raises(TypeError, match="from_tree: greedy must be a bool"):
-        sv.SpeculativeDecoder.from_tree(step, step, greedy=1)
-    with pytest.raises(TypeError, match="from_tree: generator must be a torch.Generator"):
-        sv.SpeculativeDecoder.from_tree(step, step, generator=0)
+    with pytest.raises(TypeError, match="TreeDecoder: draft_tree must be callable"):
+        sv.TreeDecoder(None, step)
+    with pytest.raises(TypeError, match="TreeDecoder: greedy must be a bool"):
+        sv.TreeDecoder(step, step, greedy=1)
+    with pytest.raises(TypeError, match="TreeDecoder: generator must be a torch.Generator"):
+        sv.TreeDecoder(step, step, generator=0)
     with pytest.raises(ValueError, match="top_p"):
-        sv.SpeculativeDecoder.from_tree_logits(step, step, top_p=0.0)
-    with pytest.raises(TypeError, match="from_tree_logits: target_tree_logits_step must be callable"):
-        sv.SpeculativeDecoder.from_tree_logits(step, 3)
+        sv.TreeDecoder.from_logits(step, step, top_p=0.0)
+    with pytest.raises(TypeError, match="TreeDecoder.from_logits: target_tree_logits_step must be callable"):
+        sv.TreeDecoder.from_logits(step, 3)
 
 
 def test_stream_and_warped_sampling(sv):
-    """from_tree_logits with top_k = 3 and children drawn from the draft's warped logits
+    """TreeDecoder.from_logits with top_k = 3 and children drawn from the draft's warped logits
     (sv.sample with the same parameters): every emitted token is among the target's top 3
     after its prefix; stream's chunks are generate's output, seed for seed."""
     target, draft = pair(vocab=30, noise=0.5)
@@ -309,8 +309,8 @@ def test_stream_and_warped_sampling(sv):
     outs = []
     for streaming in (False, True):
         g = torch.Generator().manual_seed(4)
-        dec = sv.SpeculativeDecoder.from_tree_logits(drafter(g), target_tree_rows(target, logits=True),
-                                                     generator=g, **params)
+        dec = sv.TreeDecoder.from_logits(drafter(g), target_tree_rows(target, logits=True),
+                                         generator=g, **params)
         if streaming:
             chunks = list(dec.stream([2], max_new=60))
             assert all(1 <= len(c) <= 3 for c in chunks) and len(chunks) == dec.stats.rounds
@@ -321,4 +321,35 @@ def test_stream_and_warped_sampling(sv):
         assert all(out[i] in torch.topk(target.logits(out[:i]), 3).indices.tolist() for i in range(1, len(out)))
         assert dec.stats.accepted > 0
     assert outs[0] == outs[1]
-    assert repr(dec) == "SpeculativeDecoder.from_tree_logits(temperature=0.8, top_k=3, top_p=1.0, min_p=0.0)"
+    assert repr(dec) == "TreeDecoder.from_logits(temperature=0.8, top_k=3, top_p=1.0, min_p=0.0)"
+
+
+def test_one_decoder_family(sv):
+    """SpeculativeDecoder (chains) and TreeDecoder (trees) are both real subclasses of
+    sv.Decoder, their statistics of sv.RoundStats; neither decoder is the other's kind, no
+    abstract-base-class registration makes it seem so, and neither module imports the other."""
+    import ast
+    import inspect
+    from pathlib import Path
+
+    target, draft = pair()
+    tree = sv.TreeDecoder(topk_tree_draft(draft, (2, 1)), target_tree_rows(target))
+    tree_logits = sv.TreeDecoder.from_logits(topk_tree_draft(draft, (2, 1)), target_tree_rows(target, True),
+                                             temperature=0)
+    chain = sv.SpeculativeDecoder(sv.PromptLookup(), lambda prefix, proposed: target.target_rows(prefix, proposed))
+    for dec, kind, stats in ((tree, sv.TreeDecoder, sv.TreeDecodeStats),
+                             (tree_logits, sv.TreeDecoder, sv.TreeDecodeStats),
+                             (chain, sv.SpeculativeDecoder, sv.DecodeStats)):
+        dec.generate([3], max_new=5)
+        assert isinstance(dec, sv.Decoder) and type(dec) is kind
+        assert isinstance(dec.stats, sv.RoundStats) and type(dec.stats) is stats
+        assert dec.stats.rounds == dec.stats.target_calls > 0 and dec.stats.new_tokens == 5
+    assert sv.Decoder in sv.TreeDecoder.__mro__ and sv.Decoder in sv.SpeculativeDecoder.__mro__
+    assert not isinstance(tree, sv.SpeculativeDecoder) and not isinstance(chain, sv.TreeDecoder)
+    assert type(sv.Decoder) is type  # a plain class: nothing registered as a virtual subclass
+    package = Path(inspect.getfile(sv.SpeculativeDecoder)).parent
+    for module, other in (("decoder.py", "tree_decoder"), ("tree_decoder.py", "decoder")):
+        tree_ast = ast.parse((package / module).read_text())
+        imported = {node.module for node in ast.walk(tree_ast) if isinstance(node, ast.ImportFrom)}
+        assert other not in imported, f"{module} imports {other}"
+        assert ".register(" not in (package / module).read_text()

@@ -48,11 +48,11 @@ def sample_counts(sv, vocab, widths, drawn, seed, stop=None, verifier=None, logi
     if drafter is None:
         drafter = sampling_tree_draft(draft, widths, g) if drawn else topk_tree_draft(draft, widths)
     if logits:  # temperature 1: the warped logits rows are the probability rows
-        dec = sv.SpeculativeDecoder.from_tree_logits(drafter, target_tree_rows(target, logits=True),
-                                                     temperature=1.0, generator=g, verifier=verifier)
+        dec = sv.TreeDecoder.from_logits(drafter, target_tree_rows(target, logits=True),
+                                         temperature=1.0, generator=g, verifier=verifier)
     else:
-        dec = sv.SpeculativeDecoder.from_tree(drafter, target_tree_rows(target), greedy=False, generator=g,
-                                              verifier=verifier)
+        dec = sv.TreeDecoder(drafter, target_tree_rows(target), greedy=False, generator=g,
+                             verifier=verifier)
     counts = torch.zeros(len(cells), dtype=torch.float64)
     accepted = rounds = 0
     for _ in range(GENERATIONS):
@@ -89,7 +89,7 @@ CASES = [  # (vocab, widths, drawn, seed, stop, logits)
     (3, (2, 1), False, 21, None, False),
     (4, (2, 2), False, 22, None, False),
     (4, (3, 1, 1), False, 23, {3}, False),   # a stop token, often inside an accepted path
-    (4, (2, 1), False, 24, None, True),      # from_tree_logits, temperature 1
+    (4, (2, 1), False, 24, None, True),      # TreeDecoder.from_logits, temperature 1
     (3, (2, 2), True, 25, None, False),      # drawn children: repeats among siblings
     (4, (3, 1), True, 26, None, False),
     (4, (2, 2, 2), True, 27, {3}, False),

@@ -10,10 +10,13 @@ verify_tree, verify_tree_probs (+ _with_uniforms)  tree drafts: several candidat
                     verified in one call, greedy or exactly sampled.
 verify_batch, verify_batch_probs  a ragged batch of sequences (vLLM's layout) in one call,
                     on torch.set_num_threads threads, each result that of the single-sequence op.
-SpeculativeDecoder  the draft/verify loop over user callbacks (or, from_logits, over two
-                    logits functions); DecodeStats its statistics; AdaptiveSchedule the
-                    proposal length of each round, chosen from measured costs (the default). from_tree and
-                    from_tree_logits: rounds that verify trees (TreeDecodeStats).
+Decoder             the draft/verify loop over user callbacks, generate and stream; its
+                    statistics are a RoundStats. Two kinds:
+SpeculativeDecoder  chain rounds (or, from_logits, over two logits functions); DecodeStats its
+                    statistics; AdaptiveSchedule the proposal length of each round, chosen
+                    from measured costs (the default).
+TreeDecoder         rounds that verify trees (or, from_logits, trees of logits rows);
+                    TreeDecodeStats its statistics.
 PromptLookup        a draft_step without a draft model: copies the continuation of the
                     prefix's suffix n-gram from its last earlier occurrence.
 PromptLookupTree    a draft_tree: the continuations of several earlier occurrences, merged
@@ -25,12 +28,11 @@ SuffixTreeDrafter   a draft_tree by the same counts: the likely continuations as
                     by its TreeSchedule to the nodes that pay on the measured cost curve.
 transformers        speculative_decoder(draft_model, target_model, ...) for two Hugging Face
                     causal LMs, prompt_lookup_decoder(target_model, ...) and
-                    suffix_decoder(target_model, ...) without a draft model (imports
-                    transformers only when called).
-llama_cpp           speculative_decoder(draft, target, ...) for two llama.cpp models (GGUF,
-                    llama-cpp-python), prompt_lookup_decoder(target, ...) and
-                    suffix_decoder(target, ...) without a draft model (imports llama_cpp
-                    only when called).
+                    suffix_decoder(target_model, ...) without a draft model, tree_decoder
+                    (imports transformers only when called).
+llama_cpp           the same functions for llama.cpp models (GGUF, llama-cpp-python), with
+                    the same arguments, all but tree_decoder (imports llama_cpp only when
+                    called).
 isa, available_isas the instruction-set path in use, and those this CPU can run.
 testing             check_verifier(verify): a conformance suite that holds any verifier (this
                     package's or another's) to the exact law of speculative sampling; needs
@@ -48,9 +50,11 @@ from ._chains import _force_isa, accept, accept_with_uniforms, available_isas, i
 from ._logits import accept_logits, accept_logits_with_uniforms, sample, sample_with_uniforms, warp
 from ._trees import verify_tree, verify_tree_probs, verify_tree_probs_with_uniforms, verify_tree_with_uniforms
 from ._ops import ops  # noqa: F401
-from .decoder import DecodeStats, SpeculativeDecoder
+from ._decoding import Decoder
+from ._stats import DecodeStats, RoundStats, TreeDecodeStats
+from .decoder import SpeculativeDecoder
 from .schedule import AdaptiveSchedule
-from .tree_decoder import TreeDecodeStats
+from .tree_decoder import TreeDecoder
 from .prompt_lookup import PromptLookup, PromptLookupTree
 from .suffix import SuffixCache, SuffixDrafter
 from ._suffix_tree import SuffixTreeDrafter, TreeSchedule
@@ -73,7 +77,10 @@ __all__ = [
     "verify_tree_probs_with_uniforms",
     "verify_batch",
     "verify_batch_probs",
+    "Decoder",
     "SpeculativeDecoder",
+    "TreeDecoder",
+    "RoundStats",
     "DecodeStats",
     "AdaptiveSchedule",
     "PromptLookup",

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import operator
 from array import array
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Union
 
 import torch
 
@@ -166,9 +166,6 @@ def _check_on_cpu(op: str, **tensors) -> None:
             raise TypeError(message)
 
 
-_F32_MAX = 3.4028234663852886e38  # the largest finite float32: a temperature is used as one
-
-
 def _float(value, what: str) -> float:
     """`value` as a Python float: floats, ints, NumPy scalars (anything with `__float__`) and
     0-d real tensors; a bool (Python or NumPy) is a TypeError, as is a string."""
@@ -191,30 +188,6 @@ def _float(value, what: str) -> float:
         return float(value)
     except (TypeError, ValueError, OverflowError) as e:
         raise TypeError(f"{what} must be a float, got {type(value).__name__} ({e})") from None
-
-
-def _warp_params(op: str, temperature, top_k, top_p, min_p) -> Tuple[float, int, float, float]:
-    """The warping parameters, checked, as (float, int, float, float). `op` prefixes messages
-    ("spec_verify.warp", "SpeculativeDecoder.from_logits")."""
-    # The common case (Python numbers in range) costs a few type and range tests.
-    if (type(temperature) is float and type(top_k) is int and type(top_p) is float
-            and type(min_p) is float and 0.0 <= temperature <= _F32_MAX and 0 <= top_k <= _INT64_MAX
-            and 0.0 < top_p <= 1.0 and 0.0 <= min_p < 1.0):
-        return temperature, top_k, top_p, min_p
-    temperature = _float(temperature, f"{op}: temperature")
-    top_k = _index(top_k, f"{op}: top_k")
-    top_p = _float(top_p, f"{op}: top_p")
-    min_p = _float(min_p, f"{op}: min_p")
-    if not 0.0 <= temperature <= _F32_MAX:
-        raise ValueError(f"{op}: temperature must be a float >= 0 (0 = greedy), finite in float32, "
-                         f"got {temperature}")
-    if not 0 <= top_k <= _INT64_MAX:
-        raise ValueError(f"{op}: top_k must be an int >= 0 (0 = off), got {top_k}")
-    if not 0.0 < top_p <= 1.0:
-        raise ValueError(f"{op}: top_p must be a float in (0, 1] (1 = off), got {top_p}")
-    if not 0.0 <= min_p < 1.0:
-        raise ValueError(f"{op}: min_p must be a float in [0, 1) (0 = off), got {min_p}")
-    return temperature, top_k, top_p, min_p
 
 
 _METHODS = ("token", "block")

@@ -7,9 +7,9 @@ from typing import Optional, Sequence, Tuple
 
 import torch
 
-from ._api import Tokens, _Tensor, _check_generator, _check_method, _check_on_cpu, _token_tensor, _uint64, \
-    _warp_params
+from ._api import Tokens, _Tensor, _check_generator, _check_method, _check_on_cpu, _token_tensor, _uint64
 from ._calls import VERIFY_BATCH, VERIFY_BATCH_PROBS, _call, _Generator
+from ._warping import Warping
 
 def _cpu_or_none(t) -> bool:
     return t is None or (type(t) is _Tensor and t.is_cpu)
@@ -18,7 +18,7 @@ def _cpu_or_none(t) -> bool:
 def _per_sequence(op: str, name: str, value, batch: int, integer: bool):
     """A per-sequence parameter as the op takes it: None (the default for every sequence), a
     tensor (checked by the op), a list or tuple (a tensor made from it), or one number for
-    every sequence (checked here by `_warp_params`, as the single-sequence ops check it)."""
+    every sequence (checked here by `Warping`, as the single-sequence ops check it)."""
     if value is None or isinstance(value, torch.Tensor):
         return value
     if isinstance(value, (list, tuple)):
@@ -27,9 +27,7 @@ def _per_sequence(op: str, name: str, value, batch: int, integer: bool):
         except (TypeError, ValueError, RuntimeError) as e:
             raise TypeError(f"spec_verify.{op}: {name} must be a tensor, a list of numbers or one number, "
                             f"got a list torch cannot convert ({e})") from None
-    params = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0}
-    params[name] = value
-    number = _warp_params(f"spec_verify.{op}", **params)[list(params).index(name)]
+    number = getattr(Warping(**{name: value}, what=f"spec_verify.{op}"), name)
     return torch.full((batch,), number, dtype=torch.int64 if integer else torch.float64)
 
 

@@ -1,23 +1,20 @@
-"""What both decoders (`decoder.py`'s chain rounds, `tree_decoder.py`'s tree rounds) share:
-`_Decoder`, the base class that holds `generate` and `stream` (each decoder defines its
-`_rounds`); the checks of their arguments (prompt, stop tokens, counts) and of the callbacks'
-output (dense tensors, token ranges, NumPy arrays); and the clock of the statistics.
-
-`_Decoder` is an abstract base class only so that `decoder.py` can register
-`tree_decoder.TreeDecoder` as a virtual subclass of `SpeculativeDecoder`: the tree decoder is
-a `SpeculativeDecoder` to its users (isinstance, issubclass), while tree_decoder.py derives
-from `_Decoder` and never imports decoder.py, which imports it for `from_tree`.
+"""What every decoder shares: `Decoder`, the base class of `SpeculativeDecoder` (chain
+rounds, `decoder.py`) and `TreeDecoder` (tree rounds, `tree_decoder.py`), which holds
+`generate`, `stream` and the bookkeeping of a round (each decoder defines its `_loop`); the
+checks of their arguments (prompt, stop tokens, counts) and of the callbacks' output (dense
+tensors, token ranges, NumPy arrays); and the clock of the statistics. Neither decoder's
+module imports the other's.
 """
 from __future__ import annotations
 
 import re
 import time
-from abc import ABCMeta
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Union
 
 import torch
 
-from ._api import _INT64_MAX, _index, _int_list, _kind, _token_tensor
+from ._api import _INT64_MAX, _index, _int_list, _kind, _token_tensor, _type_name
+from ._stats import RoundStats
 
 StopTokens = Union[None, int, Iterable[int]]
 
@@ -182,9 +179,83 @@ def _estimates(draft_step, j: int) -> List[float]:
     return list(estimates)
 
 
-class _Decoder(metaclass=ABCMeta):
-    """What every decoder runs: `generate` and `stream` over the rounds of its `_rounds(seq,
-    max_new, eos_token_id)`, an iterator of each round's new tokens (extending `seq`)."""
+def _check_callbacks(what: str, generator, verifier, **callbacks) -> None:
+    """A decoder's constructor arguments that every decoder takes: its callbacks (by name),
+    the generator and the verifier. `what` prefixes the messages ("TreeDecoder: "; the
+    constructor of `SpeculativeDecoder` names the argument alone: "")."""
+    for name, f in callbacks.items():
+        if not callable(f):
+            raise TypeError(f"{what}{name} must be callable, got {type(f).__name__}")
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"{what}generator must be a torch.Generator or None, got {_type_name(generator)}")
+    if verifier is not None and not callable(verifier):
+        raise TypeError(f"{what}verifier must be callable or None, got {type(verifier).__name__}")
+
+
+class Decoder:
+    """A speculative decoder: each round a draft proposes, the target scores the proposal in
+    one call and a verifier keeps what the target's law allows, plus one token of its own.
+
+    The base class of `SpeculativeDecoder` (the proposal is a chain of tokens) and
+    `TreeDecoder` (a tree of candidate continuations); it is not made directly. Every
+    decoder has `generate` and `stream`, and these attributes.
+
+    Attributes:
+        greedy (`bool`): temperature-0 verification (output identical to greedy decoding of
+            the target); otherwise exact sampling.
+        generator (`torch.Generator` or None): the generator of the verifier's draws.
+        verifier (`Callable`): the decision of a round (each subclass says its form).
+        warping (`Warping` or None): the warping parameters of a decoder made by
+            `from_logits`, checked (a named tuple: `temperature`, `top_k`, `top_p`, `min_p`;
+            `_asdict()` gives them by name); None for one on probability rows.
+        stats (`RoundStats`): the statistics of the current (or last) generation.
+    """
+
+    greedy: bool
+    generator: Optional[torch.Generator]
+    warping: Optional[tuple]
+    stats: RoundStats
+    # (stats, V): V of the target's rows in the generation that `stats` counts, once its
+    # first target call returned them; draft tokens are checked against it.
+    _vocab_seen: Optional[tuple] = None
+
+    def _start_generation(self) -> RoundStats:
+        """The statistics of a new generation (and whatever else a generation resets)."""
+        raise NotImplementedError
+
+    def _loop(self, seq: List[int], max_new: int, stop: frozenset, stats) -> Iterator[List[int]]:
+        """The rounds: each yields its new tokens, which it has appended to `seq`."""
+        raise NotImplementedError
+
+    def _rounds(self, seq: List[int], max_new: int, eos_token_id: StopTokens) -> Iterator[List[int]]:
+        # Argument errors surface at the call, not at the first next() of a stream.
+        max_new = _count(max_new, "max_new")
+        stop = _stop_set(eos_token_id)
+        self.stats = stats = self._start_generation()
+        if max_new == 0:
+            stats.stop_reason = "max_new"
+        return self._loop(seq, max_new, stop, stats)
+
+    @staticmethod
+    def _emit(seq: List[int], chunk: List[int], remaining: int, stop: frozenset, stats) -> int:
+        """Appends a round's verified tokens to `seq`, cut after the first stop token; returns
+        the tokens still to generate (0 ends the generation, `stats.stop_reason` says why)."""
+        if stop and not stop.isdisjoint(chunk):
+            del chunk[next(i for i, t in enumerate(chunk) if t in stop) + 1:]
+            remaining = 0
+            stats.stop_reason = "stop_token"
+        else:
+            remaining -= len(chunk)  # never below 0: no round proposes past max_new
+            if remaining == 0:
+                stats.stop_reason = "max_new"
+        seq.extend(chunk)
+        stats.new_tokens += len(chunk)
+        return remaining
+
+    def _known_vocab(self) -> Optional[int]:
+        """V of the target's rows in this generation, once its first target call returned them."""
+        seen = self._vocab_seen
+        return seen[1] if seen is not None and seen[0] is self.stats else None
 
     def generate(
         self,

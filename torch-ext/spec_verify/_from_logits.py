@@ -10,6 +10,7 @@ import torch
 from ._api import _kind
 from ._calls import SAMPLE
 from ._decoding import _dense, _from_array
+from ._warping import Warping
 
 _Tensor = torch.Tensor
 _int64 = torch.int64
@@ -28,13 +29,13 @@ def _check_draft_logits(x) -> None:
         raise ValueError(f"draft_logits_step returned logits on {x.device}, expected a tensor on the CPU")
 
 
-def sampling_draft_step(draft_logits_step: Callable, known_vocab: Callable[[], Optional[int]], greedy: bool,
-                        temperature: float, top_k: int, top_p: float, min_p: float,
+def sampling_draft_step(draft_logits_step: Callable, known_vocab: Callable[[], Optional[int]], warping: Warping,
                         generator: Optional[torch.Generator]) -> Callable:
-    """The draft_step of `from_logits` over `draft_logits_step`, for warping parameters already
-    checked: each token sampled (argmax when `greedy`) from the draft's warped row, one uniform
-    each from `generator`. `known_vocab()` is V of the target's rows once the generation has
-    had them."""
+    """The draft_step of `from_logits` over `draft_logits_step`, with the decoder's `warping`:
+    each token sampled (argmax at temperature 0) from the draft's warped row, one uniform each
+    from `generator`. `known_vocab()` is V of the target's rows once the generation has had
+    them."""
+    greedy = warping.greedy
 
     def draft_step(prefix: List[int], k: int):
         seq, start, rows = prefix, len(prefix), None  # prefix: the loop's own fresh copy
@@ -61,7 +62,7 @@ def sampling_draft_step(draft_logits_step: Callable, known_vocab: Callable[[], O
                     rows = torch.empty((k, vocab), dtype=_float32)
                 rows[i].copy_(x)
             try:
-                t = int(SAMPLE.overload(x, temperature, top_k, top_p, min_p, generator))
+                t = int(SAMPLE.overload(x, *warping, generator))
             except (ValueError, TypeError) as e:
                 raise type(e)(f"SpeculativeDecoder: the sampling op rejected draft_logits_step's "
                               f"logits after {len(seq)} tokens: {e}") from e

@@ -38,7 +38,7 @@ def _held(layer) -> int:
 
 class _CacheFollower:
     """The cache half of `CachedCausalLM`, which sets the attributes these methods use: `model`,
-    `cache`, `ids`, `_cache_class`, `_kinds`, `_can_drop`, `_warned`, `_tree`, `fallbacks` and
+    `what`, `cache`, `ids`, `_cache_class`, `_kinds`, `_can_drop`, `_warned`, `_tree`, `fallbacks` and
     `refills` (see its docstring)."""
 
     def _new_cache(self):
@@ -66,11 +66,11 @@ class _CacheFollower:
         if reason not in self._warned:
             self._warned.add(reason)
             if reason == "stale":
-                what = (f"the model's cache ({self._describe()}) no longer holds what this adapter fed it "
+                what = (f"the {self.what}'s cache ({self._describe()}) no longer holds what this adapter fed it "
                         f"({detail}: was it used elsewhere?), so this call starts a new cache and feeds the whole "
                         f"sequence again")
             else:
-                what = (f"the model's cache ({self._describe()}) cannot drop tokens from its end ({detail}), so "
+                what = (f"the {self.what}'s cache ({self._describe()}) cannot drop tokens from its end ({detail}), so "
                         f"every call that drops rejected tokens starts a new cache and feeds the whole sequence "
                         f"again")
             warnings.warn(f"spec_verify.transformers: {what}; counted in CachedCausalLM.fallbacks", RuntimeWarning,

@@ -1,9 +1,11 @@
 """The ops on logits rows: warp, sample and sample_with_uniforms, accept_logits and
 accept_logits_with_uniforms (DESIGN.md, "Warping").
 
-The warping parameters are keyword-only; each is checked here (type and range, the message
-naming it: `_api._warp_params`) before the op checks it again. `_WARP_ARGS` is their part of
-the docstrings, shared with the tree ops (`_trees.py`).
+The warping parameters are keyword-only; each public function builds one `Warping` of them
+(`_warping.py`: type and range checked, the message naming the function and the parameter)
+and unpacks it into the op's arguments at the call. The decoders hand their own `Warping`,
+built once, to `_accept_logits`. `_WARP_ARGS` is the parameters' part of the docstrings,
+shared with the tree ops (`_trees.py`).
 """
 from __future__ import annotations
 
@@ -11,9 +13,9 @@ from typing import Optional, Tuple
 
 import torch
 
-from ._api import (Tokens, _Tensor, _check_generator, _check_method, _check_on_cpu, _token_tensor, _uint64,
-                   _vocab, _warp_params)
+from ._api import Tokens, _Tensor, _check_generator, _check_method, _check_on_cpu, _token_tensor, _uint64, _vocab
 from ._calls import ACCEPT_LOGITS, SAMPLE, WARP, _call
+from ._warping import Warping
 
 _WARP_ARGS = """
         temperature (`float`, *optional*, defaults to 1.0): z = logits / temperature, a float32
@@ -58,11 +60,11 @@ def warp(
             CPU; in a row, NaN, +inf, no finite value, or a logit the temperature makes
             overflow (the message names the row and column).
     """
-    temperature, top_k, top_p, min_p = _warp_params("spec_verify.warp", temperature, top_k, top_p, min_p)
+    warping = Warping(temperature, top_k, top_p, min_p, what="spec_verify.warp")
     fast = type(logits) is _Tensor and logits.is_cpu
     if not fast:
         _check_on_cpu("warp", logits=logits)
-    return _call(WARP, fast, None, logits, temperature, top_k, top_p, min_p)
+    return _call(WARP, fast, None, logits, *warping)
 
 
 def sample(
@@ -93,12 +95,12 @@ def sample(
         TypeError, ValueError: as for `warp`; `generator` not a `torch.Generator`. A call
             that raises leaves the generator as it was.
     """
-    temperature, top_k, top_p, min_p = _warp_params("spec_verify.sample", temperature, top_k, top_p, min_p)
+    warping = Warping(temperature, top_k, top_p, min_p, what="spec_verify.sample")
     _check_generator("spec_verify.sample", generator)
     fast = type(logits) is _Tensor and logits.is_cpu
     if not fast:
         _check_on_cpu("sample", logits=logits)
-    return _call(SAMPLE, fast, generator, logits, temperature, top_k, top_p, min_p, generator)
+    return _call(SAMPLE, fast, generator, logits, *warping, generator)
 
 
 def sample_with_uniforms(
@@ -125,17 +127,18 @@ def sample_with_uniforms(
         TypeError, ValueError: as for `warp`; `uniforms` not float64, of the wrong shape, or
             holding a value outside `[0, 1)`.
     """
-    temperature, top_k, top_p, min_p = _warp_params("spec_verify.sample_with_uniforms", temperature, top_k,
-                                                    top_p, min_p)
+    warping = Warping(temperature, top_k, top_p, min_p, what="spec_verify.sample_with_uniforms")
     fast = type(logits) is _Tensor and type(uniforms) is _Tensor and logits.is_cpu and uniforms.is_cpu
     if not fast:
         _check_on_cpu("sample_with_uniforms", logits=logits, uniforms=uniforms)
-    return _call(SAMPLE, fast, None, logits, temperature, top_k, top_p, min_p, None, uniforms)
+    return _call(SAMPLE, fast, None, logits, *warping, None, uniforms)
 
 
-def _logits_args(op: str, target_logits, draft_logits, draft_tokens, temperature, top_k, top_p, min_p,
-                 method):
-    params = _warp_params(f"spec_verify.{op}", temperature, top_k, top_p, min_p)
+def _accept_logits(op: str, target_logits, draft_logits, draft_tokens, warping: Warping, generator, method: str,
+                   uniforms: Optional[torch.Tensor] = None) -> Tuple[int, int]:
+    """The round of `accept_logits` (`uniforms` None: drawn from `generator`) or of
+    `accept_logits_with_uniforms` (`op` names which), for a `warping` already built: the
+    decoders call it with theirs, checked once when they were made."""
     if method != "token":
         _check_method(op, method)
     if not (type(draft_tokens) is _Tensor and draft_tokens.is_cpu and draft_tokens.dtype is not _uint64):
@@ -144,7 +147,17 @@ def _logits_args(op: str, target_logits, draft_logits, draft_tokens, temperature
         _check_on_cpu(op, target_logits=target_logits)
     if draft_logits is not None and not (type(draft_logits) is _Tensor and draft_logits.is_cpu):
         _check_on_cpu(op, draft_logits=draft_logits)
-    return draft_tokens, params
+    fast = (type(target_logits) is _Tensor and type(draft_tokens) is _Tensor
+            and (draft_logits is None or type(draft_logits) is _Tensor))
+    if uniforms is None:
+        _check_generator(f"spec_verify.{op}", generator)
+        return _call(ACCEPT_LOGITS, fast, generator, target_logits, draft_logits, draft_tokens, *warping, generator,
+                     method)
+    if not (type(uniforms) is _Tensor and uniforms.is_cpu):
+        _check_on_cpu(op, uniforms=uniforms)
+    fast = fast and type(uniforms) is _Tensor
+    return _call(ACCEPT_LOGITS, fast, None, target_logits, draft_logits, draft_tokens, *warping, None, method,
+                 uniforms)
 
 
 def accept_logits(
@@ -195,13 +208,8 @@ def accept_logits(
             read, NaN, +inf, no finite value, or a logit the temperature makes overflow. A
             call that raises leaves the generator as it was.
     """
-    draft_tokens, (temperature, top_k, top_p, min_p) = _logits_args(
-        "accept_logits", target_logits, draft_logits, draft_tokens, temperature, top_k, top_p, min_p, method)
-    _check_generator("spec_verify.accept_logits", generator)
-    fast = (type(target_logits) is _Tensor and type(draft_tokens) is _Tensor
-            and (draft_logits is None or type(draft_logits) is _Tensor))
-    return _call(ACCEPT_LOGITS, fast, generator, target_logits, draft_logits, draft_tokens, temperature, top_k, top_p,
-                 min_p, generator, method)
+    warping = Warping(temperature, top_k, top_p, min_p, what="spec_verify.accept_logits")
+    return _accept_logits("accept_logits", target_logits, draft_logits, draft_tokens, warping, generator, method)
 
 
 def accept_logits_with_uniforms(
@@ -235,15 +243,9 @@ def accept_logits_with_uniforms(
         TypeError, ValueError: as for `accept_logits`, and `uniforms` not float64, of the
             wrong shape, or holding a value outside `[0, 1)`.
     """
-    draft_tokens, (temperature, top_k, top_p, min_p) = _logits_args(
-        "accept_logits_with_uniforms", target_logits, draft_logits, draft_tokens, temperature, top_k,
-        top_p, min_p, method)
-    if not (type(uniforms) is _Tensor and uniforms.is_cpu):
-        _check_on_cpu("accept_logits_with_uniforms", uniforms=uniforms)
-    fast = (type(target_logits) is _Tensor and type(draft_tokens) is _Tensor and type(uniforms) is _Tensor
-            and (draft_logits is None or type(draft_logits) is _Tensor))
-    return _call(ACCEPT_LOGITS, fast, None, target_logits, draft_logits, draft_tokens, temperature, top_k, top_p,
-                 min_p, None, method, uniforms)
+    warping = Warping(temperature, top_k, top_p, min_p, what="spec_verify.accept_logits_with_uniforms")
+    return _accept_logits("accept_logits_with_uniforms", target_logits, draft_logits, draft_tokens, warping, None,
+                          method, uniforms)
 
 
 for _f in (warp, sample, sample_with_uniforms, accept_logits, accept_logits_with_uniforms):

@@ -1,5 +1,5 @@
-"""The statistics of both decoders: `DecodeStats` (chain rounds), `TreeDecodeStats` (tree
-rounds), and what they derive alike (`_RateStats`).
+"""The statistics of the decoders: `RoundStats`, what every decoder counts of its rounds,
+and its two kinds, `DecodeStats` (chain rounds) and `TreeDecodeStats` (tree rounds).
 """
 from __future__ import annotations
 
@@ -10,9 +10,62 @@ from itertools import accumulate
 from typing import Dict, List
 
 
-class _RateStats:
-    """What both decoders' statistics derive the same way from new_tokens, target_calls and
-    the nanosecond counters (draft_ns, target_ns, verify_ns) of a dataclass."""
+@dataclass(kw_only=True)
+class RoundStats:
+    """What every decoder counts of one generation (`Decoder.stats`), round by round.
+
+    Counts describe verification outcomes: a stop token inside an accepted block cuts the
+    output (`new_tokens`) but not `accepted`. Times are nanoseconds spent inside the draft
+    callback, inside the target callback, and in checking their output plus the verifier.
+
+    Each kind defines `proposed`: the draft tokens (a chain's) or tree nodes given to the
+    target, which `acceptance_rate` divides by.
+
+    Attributes:
+        accepted_length_counts (`List[int]`): rounds by number of draft tokens accepted (a
+            chain's accepted prefix, a tree's accepted path).
+        new_tokens (`int`): tokens emitted.
+        draft_calls (`int`): calls of the draft callback.
+        draft_ns, target_ns, verify_ns (`int`): nanoseconds in the draft callback, in the
+            target callback, and in checking their output plus the verifier.
+        stop_reason (`str`): `"max_new"`, `"stop_token"`, or `""` while running.
+    """
+
+    accepted_length_counts: List[int] = field(default_factory=list)
+    new_tokens: int = 0
+    draft_calls: int = 0
+    draft_ns: int = 0
+    target_ns: int = 0
+    verify_ns: int = 0
+    stop_reason: str = ""
+
+    @property
+    def rounds(self) -> int:
+        """Verification rounds (each counts one accepted length)."""
+        return sum(self.accepted_length_counts)
+
+    @property
+    def target_calls(self) -> int:
+        """Calls of the target callback (one per round)."""
+        return self.rounds
+
+    @property
+    def accepted(self) -> int:
+        """Draft tokens accepted by the verifier (a tree's: the summed accepted path lengths)."""
+        return sum(n * c for n, c in enumerate(self.accepted_length_counts))
+
+    @property
+    def acceptance_rate(self) -> float:
+        """Accepted / proposed (NaN if nothing was proposed); a tree's siblings compete, so a
+        tree's rate is below a chain's for the same drafts."""
+        p = self.proposed
+        return self.accepted / p if p else math.nan
+
+    @property
+    def mean_accepted(self) -> float:
+        """Accepted draft tokens per round (NaN before the first round)."""
+        r = self.rounds
+        return self.accepted / r if r else math.nan
 
     @property
     def tokens_per_target_call(self) -> float:
@@ -35,6 +88,10 @@ class _RateStats:
         """Seconds checking the callbacks' output and inside the verifier."""
         return self.verify_ns * 1e-9
 
+    def _times(self) -> str:
+        return (f"time draft {self.draft_seconds * 1e3:.1f} ms, target {self.target_seconds * 1e3:.1f} ms, "
+                f"verify {self.verify_seconds * 1e3:.1f} ms; stopped by {self.stop_reason or '-'}")
+
     def as_dict(self) -> dict:
         """Every field and every public property, by name.
 
@@ -51,14 +108,13 @@ class _RateStats:
 
 
 @dataclass
-class DecodeStats(_RateStats):
-    """Statistics of one generation (`SpeculativeDecoder.stats`), updated round by round.
+class DecodeStats(RoundStats):
+    """Statistics of one generation of chain rounds (`SpeculativeDecoder.stats`), updated
+    round by round; the fields and properties of `RoundStats`, and these.
 
-    The counters describe verification outcomes: a stop token inside an accepted block cuts
-    the output (`new_tokens`) but not `accepted`. They are kept as three lists of k + 1
-    counts, so keeping them costs O(1) per round and O(k) memory, and every derived
-    statistic (the properties) is read in O(k). Times are nanoseconds spent inside
-    draft_step, inside target_step, and in checking their output plus the verifier.
+    The counters are kept as lists of k + 1 counts, so keeping them costs O(1) per round and
+    O(k) memory, and every derived statistic (the properties) is read in O(k). The draft
+    callback is `draft_step`, the target callback `target_step`.
 
     Args:
         k (`int`): the decoder's draft tokens per round; the lists below have k + 1 entries
@@ -73,12 +129,8 @@ class DecodeStats(_RateStats):
             n = 0..k.
         full_acceptance_counts (`List[int]`): rounds that proposed j draft tokens and
             accepted all of them, by j = 0..k.
-        new_tokens (`int`): tokens emitted.
         draft_calls (`int`): calls of draft_step (rounds that asked for at least one token,
             whatever it proposed).
-        draft_ns, target_ns, verify_ns (`int`): nanoseconds in draft_step, in target_step,
-            and in checking their output plus the verifier.
-        stop_reason (`str`): `"max_new"`, `"stop_token"`, or `""` while running.
         chosen_length_counts (`List[int]`): rounds by the proposal length the schedule chose,
             k = 0..k (the drafter may then propose fewer: `proposed_length_counts`).
         schedule_reasons (`Dict[str, int]`): rounds by the reason for their k
@@ -93,14 +145,7 @@ class DecodeStats(_RateStats):
 
     k: int
     proposed_length_counts: List[int] = field(default_factory=list)
-    accepted_length_counts: List[int] = field(default_factory=list)
     full_acceptance_counts: List[int] = field(default_factory=list)
-    new_tokens: int = 0
-    draft_calls: int = 0
-    draft_ns: int = 0
-    target_ns: int = 0
-    verify_ns: int = 0
-    stop_reason: str = ""
     chosen_length_counts: List[int] = field(default_factory=list)
     schedule_reasons: Dict[str, int] = field(default_factory=dict)
     costs: dict = field(default_factory=dict)
@@ -113,24 +158,9 @@ class DecodeStats(_RateStats):
                 setattr(self, name, [0] * (self.k + 1))
 
     @property
-    def rounds(self) -> int:
-        """Verification rounds."""
-        return sum(self.proposed_length_counts)
-
-    @property
-    def target_calls(self) -> int:
-        """Calls of target_step (one per round)."""
-        return self.rounds
-
-    @property
     def proposed(self) -> int:
         """Draft tokens proposed."""
         return sum(j * c for j, c in enumerate(self.proposed_length_counts))
-
-    @property
-    def accepted(self) -> int:
-        """Draft tokens accepted by the verifier."""
-        return sum(n * c for n, c in enumerate(self.accepted_length_counts))
 
     def _accepted_at_least(self) -> List[int]:
         # [rounds that accepted >= n for n = 0..k+1]: suffix sums, O(k).
@@ -156,18 +186,6 @@ class DecodeStats(_RateStats):
         return [a / d if d else math.nan
                 for a, d in zip(self.accepted_by_position, self.decided_by_position)]
 
-    @property
-    def acceptance_rate(self) -> float:
-        """Accepted draft tokens / proposed draft tokens (NaN if none was proposed)."""
-        p = self.proposed
-        return self.accepted / p if p else math.nan
-
-    @property
-    def mean_accepted(self) -> float:
-        """Accepted draft tokens per round (NaN before the first round)."""
-        r = self.rounds
-        return self.accepted / r if r else math.nan
-
     def summary(self) -> str:
         """The statistics in one line.
 
@@ -178,54 +196,29 @@ class DecodeStats(_RateStats):
         return (f"{self.new_tokens} tokens in {self.rounds} rounds at K = {self.k}: "
                 f"{self.tokens_per_target_call:.2f} tokens per target call; accepted "
                 f"{self.accepted}/{self.proposed} drafts ({self.acceptance_rate:.1%}), "
-                f"{self.mean_accepted:.2f} per round; by position [{by_pos}]; time draft "
-                f"{self.draft_seconds * 1e3:.1f} ms, target {self.target_seconds * 1e3:.1f} ms, "
-                f"verify {self.verify_seconds * 1e3:.1f} ms; stopped by {self.stop_reason or '-'}")
+                f"{self.mean_accepted:.2f} per round; by position [{by_pos}]; {self._times()}")
 
 
 @dataclass
-class TreeDecodeStats(_RateStats):
-    """Statistics of one generation in tree mode (`SpeculativeDecoder.stats` of a decoder made
-    by `from_tree` or `from_tree_logits`), updated round by round.
-
-    Counts describe verification outcomes: a stop token inside an accepted path cuts the
-    output (`new_tokens`) but not `accepted`. Times are nanoseconds inside draft_tree,
-    inside target_tree_step, and in checking their output plus the verifier.
+class TreeDecodeStats(RoundStats):
+    """Statistics of one generation of tree rounds (`TreeDecoder.stats`), updated round by
+    round; the fields and properties of `RoundStats` (a round's accepted length is its
+    accepted path's, `proposed` counts nodes), and these. The draft callback is
+    `draft_tree`, the target callback `target_tree_step` (or `target_tree_logits_step`).
 
     Attributes:
         node_counts (`List[int]`): rounds by the number of nodes N the target was given
             (after the nodes too deep for `max_new` were dropped); grows as needed.
-        accepted_length_counts (`List[int]`): rounds by the length of the accepted path.
+        accepted_length_counts (`List[int]`): rounds by the length of the accepted path;
+            grows as needed.
         depth_counts (`List[int]`): rounds by the depth of the tree the target was given
             (0: no nodes).
         pruned (`int`): nodes dropped because they were deeper than the tokens left.
-        new_tokens (`int`): tokens emitted.
-        draft_calls (`int`): calls of draft_tree.
-        draft_ns, target_ns, verify_ns (`int`): nanoseconds in draft_tree, in
-            target_tree_step, and in checking their output plus the verifier.
-        stop_reason (`str`): `"max_new"`, `"stop_token"`, or `""` while running.
     """
 
     node_counts: List[int] = field(default_factory=list)
-    accepted_length_counts: List[int] = field(default_factory=list)
     depth_counts: List[int] = field(default_factory=list)
     pruned: int = 0
-    new_tokens: int = 0
-    draft_calls: int = 0
-    draft_ns: int = 0
-    target_ns: int = 0
-    verify_ns: int = 0
-    stop_reason: str = ""
-
-    @property
-    def rounds(self) -> int:
-        """Verification rounds."""
-        return sum(self.node_counts)
-
-    @property
-    def target_calls(self) -> int:
-        """Calls of target_tree_step (one per round)."""
-        return self.rounds
 
     @property
     def proposed(self) -> int:
@@ -233,33 +226,17 @@ class TreeDecodeStats(_RateStats):
         return sum(n * c for n, c in enumerate(self.node_counts))
 
     @property
-    def accepted(self) -> int:
-        """Nodes accepted (the summed lengths of the accepted paths)."""
-        return sum(n * c for n, c in enumerate(self.accepted_length_counts))
-
-    @property
     def mean_nodes(self) -> float:
         """Nodes per round (NaN before the first round)."""
         r = self.rounds
         return self.proposed / r if r else math.nan
 
-    @property
-    def mean_accepted(self) -> float:
-        """Accepted path length per round (NaN before the first round)."""
-        r = self.rounds
-        return self.accepted / r if r else math.nan
-
-    @property
-    def acceptance_rate(self) -> float:
-        """Accepted nodes / nodes given to the target (NaN if none was); a tree's siblings
-        compete, so this is below a chain's rate for the same drafts."""
-        p = self.proposed
-        return self.accepted / p if p else math.nan
-
     def summary(self) -> str:
-        """The statistics in one line."""
+        """The statistics in one line.
+
+        Returns:
+            `str`: tokens, rounds, nodes, accepted path length and times.
+        """
         return (f"{self.new_tokens} tokens in {self.rounds} tree rounds: {self.tokens_per_target_call:.2f} tokens "
                 f"per target call; {self.mean_nodes:.1f} nodes and an accepted path of {self.mean_accepted:.2f} "
-                f"per round ({self.acceptance_rate:.1%} of nodes); time draft {self.draft_seconds * 1e3:.1f} ms, "
-                f"target {self.target_seconds * 1e3:.1f} ms, verify {self.verify_seconds * 1e3:.1f} ms; stopped by "
-                f"{self.stop_reason or '-'}")
+                f"per round ({self.acceptance_rate:.1%} of nodes); {self._times()}")

@@ -1,8 +1,8 @@
 """Suffix decoding with trees: several likely continuations verified at once, where the cost
 curve says a tree pays.
 
-`SuffixTreeDrafter` is a `draft_tree` (for `SpeculativeDecoder.from_tree` /
-`from_tree_logits`, or `spec_verify.transformers.tree_decoder(model, draft_tree=...)`) over the
+`SuffixTreeDrafter` is a `draft_tree` (for `TreeDecoder` / `TreeDecoder.from_logits`, or
+`spec_verify.transformers.tree_decoder(model, draft_tree=...)`) over the
 same two count tries as `SuffixDrafter` (the request's and a `SuffixCache` of earlier
 outputs). Where the chain follows the most frequent continuation of each match, the tree
 keeps every continuation whose estimated probability of being reached stays above

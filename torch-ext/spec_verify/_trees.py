@@ -11,10 +11,10 @@ from typing import Optional
 
 import torch
 
-from ._api import Tokens, _Tensor, _check_generator, _check_on_cpu, _is_compiling, _token_tensor, _uint64, _vocab, \
-    _warp_params
+from ._api import Tokens, _Tensor, _check_generator, _check_on_cpu, _is_compiling, _token_tensor, _uint64, _vocab
 from ._calls import VERIFY_TREE, VERIFY_TREE_INTS, VERIFY_TREE_PROBS, VERIFY_TREE_PROBS_INTS, _call, _Generator
 from ._logits import _WARP_ARGS
+from ._warping import Warping
 
 _INT_ONLY = frozenset((int,))
 
@@ -103,7 +103,7 @@ def verify_tree(
             (`parents[j]` outside `[-1, j)`); repeated sibling tokens without draft rows. A call
             that raises leaves the generator as it was.
     """
-    temperature, top_k, top_p, min_p = _warp_params("spec_verify.verify_tree", temperature, top_k, top_p, min_p)
+    temperature, top_k, top_p, min_p = Warping(temperature, top_k, top_p, min_p, what="spec_verify.verify_tree")
     _check_generator("spec_verify.verify_tree", generator)
     tokens, parents, fast = _tree_args("verify_tree", target_logits, tokens, parents, draft_logits,
                                        ("target_logits", "draft_logits"), generator)
@@ -125,8 +125,8 @@ def verify_tree_with_uniforms(
 ):
     """`verify_tree` with its N+1 uniforms given (float64 `[N+1]`, each in `[0, 1)`): a pure
     function."""
-    temperature, top_k, top_p, min_p = _warp_params("spec_verify.verify_tree_with_uniforms", temperature, top_k,
-                                                    top_p, min_p)
+    temperature, top_k, top_p, min_p = Warping(temperature, top_k, top_p, min_p,
+                                               what="spec_verify.verify_tree_with_uniforms")
     tokens, parents, fast = _tree_args("verify_tree_with_uniforms", target_logits, tokens, parents, draft_logits,
                                        ("target_logits", "draft_logits"), uniforms=uniforms)
     if not (type(uniforms) is _Tensor and uniforms.is_cpu):

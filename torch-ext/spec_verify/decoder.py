@@ -50,15 +50,15 @@ from typing import Callable, Iterator, List, Optional, Tuple, Union
 
 import torch
 
-from ._api import _flag, _index, _kind, _token_tensor, _type_name, _warp_params
+from ._api import _flag, _index, _kind, _token_tensor
 from ._chains import accept, verify_greedy
-from ._logits import accept_logits
-from ._decoding import (StopTokens, _check_rows, _check_token_range, _count, _culprit, _Decoder, _dense,
-                        _estimates, _from_array, _method, _now, _stop_set)
+from ._logits import _accept_logits
+from ._decoding import (Decoder, _check_callbacks, _check_rows, _check_token_range, _count, _culprit, _dense,
+                        _estimates, _from_array, _method, _now)
 from ._from_logits import sampling_draft_step
 from ._stats import DecodeStats
+from ._warping import Warping
 from .schedule import AdaptiveSchedule
-from .tree_decoder import TreeDecoder, from_tree, from_tree_logits
 
 DraftStep = Callable[[List[int], int], Tuple[torch.Tensor, Optional[torch.Tensor]]]
 TargetStep = Callable[[List[int], torch.Tensor], torch.Tensor]
@@ -118,7 +118,7 @@ def _accept_verifier(method: str) -> Verifier:
     return block_verifier
 
 
-class SpeculativeDecoder(_Decoder):
+class SpeculativeDecoder(Decoder):
     """Speculative decoding with any draft and target model, given as two callbacks.
 
     Each round the draft proposes up to k tokens (j, possibly 0), the target scores the j+1
@@ -157,7 +157,7 @@ class SpeculativeDecoder(_Decoder):
             `tokens` the int64 `[j]` proposal, `generator` the decoder's. It returns how
             many proposed tokens to keep (`0 <= n_accepted <= j`) and the token to add
             (`0 <= next_token < V`). Defaults to `verify_greedy` with `greedy=True` and
-            `accept` (with `method`) otherwise; other rules (tree verification) plug in here.
+            `accept` (with `method`) otherwise; other rules plug in here.
         method (`str`, *optional*, defaults to `"token"`): the default verifier's rule when
             sampling: `"token"` (token-wise rejection sampling) or `"block"` (block
             verification, Sun et al. 2025: the same law, at least as many accepted tokens
@@ -202,18 +202,12 @@ class SpeculativeDecoder(_Decoder):
         method: str = "token",
         schedule: Union[str, AdaptiveSchedule] = "adaptive",
     ):
-        for name, f in (("draft_step", draft_step), ("target_step", target_step)):
-            if not callable(f):
-                raise TypeError(f"{name} must be callable, got {type(f).__name__}")
+        _check_callbacks("", generator, verifier, draft_step=draft_step, target_step=target_step)
         k = _count(k, "k", self.MAX_K)
         greedy = _flag(greedy, "greedy")
-        if generator is not None and not isinstance(generator, torch.Generator):
-            raise TypeError(f"generator must be a torch.Generator or None, got {_type_name(generator)}")
         method = _method("SpeculativeDecoder", method)
         if verifier is None:
             verifier = _greedy_verifier if greedy else _accept_verifier(method)
-        elif not callable(verifier):
-            raise TypeError(f"verifier must be callable or None, got {type(verifier).__name__}")
         elif method != "token":
             raise ValueError(f"SpeculativeDecoder: method={method!r} chooses the default verifier's rule; "
                              f"a custom verifier decides its own (leave method=\"token\")")
@@ -226,21 +220,16 @@ class SpeculativeDecoder(_Decoder):
         self.method = method
         self.schedule = _schedule("SpeculativeDecoder", schedule, k, draft_step)
         self.stats = DecodeStats(k)
-        # The warping parameters when made by from_logits (a dict), else None.
-        self.warping: Optional[dict] = None
+        # The warping parameters when made by from_logits, else None.
+        self.warping: Optional[Warping] = None
         self._target_name = "target_step"
         self._draft_rows_name = "draft_step returned probs"
-        # (stats, V): V of the target's rows in the generation that `stats` counts, once its
-        # first target call returned them (_verify); draft tokens are checked against it.
-        self._vocab_seen: Optional[tuple] = None
 
     def __repr__(self) -> str:
         method = "" if self.method == "token" else f", method={self.method!r}"
-        if self.warping is not None:
-            params = ", ".join(f"{name}={value}" for name, value in self.warping.items())
-            sched = "" if self.schedule is not None else ", schedule='constant'"
-            return f"SpeculativeDecoder.from_logits(k={self.k}, {params}{method}{sched})"
         sched = "" if self.schedule is not None else ", schedule='constant'"
+        if self.warping is not None:
+            return f"SpeculativeDecoder.from_logits(k={self.k}, {self.warping}{method}{sched})"
         return f"SpeculativeDecoder(k={self.k}, greedy={self.greedy}{method}{sched})"
 
     @classmethod
@@ -302,8 +291,9 @@ class SpeculativeDecoder(_Decoder):
                 cost before the draft model has run.
 
         Returns:
-            `SpeculativeDecoder`: with `greedy = (temperature == 0)` and `warping` the dict
-            of the four parameters; `generate` and `stream` work as for any decoder.
+            `SpeculativeDecoder`: with `greedy = (temperature == 0)` and `warping` the four
+            parameters, checked (a named tuple: `warping.top_p`, `warping._asdict()`);
+            `generate` and `stream` work as for any decoder.
 
         Raises:
             TypeError: a callback that is not callable; a parameter, k, generator or method
@@ -313,28 +303,28 @@ class SpeculativeDecoder(_Decoder):
                 of the wrong type, shape or contents raises naming the callback.
         """
         what = "SpeculativeDecoder.from_logits"
+        warping = Warping(temperature, top_k, top_p, min_p, what=what)
+        return cls._from_warping(what, draft_logits_step, target_logits_step, k, warping, generator, draft_step,
+                                 method, schedule)
+
+    @classmethod
+    def _from_warping(cls, what: str, draft_logits_step, target_logits_step, k, warping: Warping, generator,
+                      draft_step, method, schedule) -> "SpeculativeDecoder":
+        # from_logits for a Warping already built (the adapters build theirs before they wrap
+        # their models); `what` prefixes the messages.
         if draft_step is not None and draft_logits_step is not None:
             raise ValueError(f"{what}: pass draft_logits_step or draft_step, not both")
-        callbacks = (("draft_logits_step", draft_logits_step) if draft_step is None else ("draft_step", draft_step),
-                     ("target_logits_step", target_logits_step))
-        for name, f in callbacks:
-            if not callable(f):
-                raise TypeError(f"{what}: {name} must be callable, got {type(f).__name__}")
-        temperature, top_k, top_p, min_p = _warp_params(what, temperature, top_k, top_p, min_p)
-        if generator is not None and not isinstance(generator, torch.Generator):
-            raise TypeError(f"{what}: generator must be a torch.Generator or None, got {_type_name(generator)}")
+        drafter = {"draft_logits_step": draft_logits_step} if draft_step is None else {"draft_step": draft_step}
+        _check_callbacks(what + ": ", generator, None, **drafter, target_logits_step=target_logits_step)
         method = _method(what, method)
-        greedy = temperature == 0.0
-        # accept_logits learns `method` with block verification; "token" is its default, and
-        # at temperature 0 both are the greedy rule.
-        method_kw = {} if method == "token" or greedy else {"method": method}
+        greedy = warping.greedy
+        # At temperature 0 both methods are the greedy rule: accept_logits gets "token".
+        verify_method = "token" if greedy else method
 
         def verifier(rows, draft_rows, tokens, gen):
-            return accept_logits(rows, draft_rows, tokens, temperature=temperature, top_k=top_k, top_p=top_p,
-                                 min_p=min_p, generator=gen, **method_kw)
+            return _accept_logits("accept_logits", rows, draft_rows, tokens, warping, gen, verify_method)
         if draft_step is None:
-            draft_step = sampling_draft_step(draft_logits_step, lambda: dec._known_vocab(), greedy, temperature,
-                                             top_k, top_p, min_p, generator)
+            draft_step = sampling_draft_step(draft_logits_step, lambda: dec._known_vocab(), warping, generator)
             rows_name = "draft_logits_step returned logits"
         else:  # one-hot drafts (or drafts with their own logits) on the target's warped rows
             rows_name = "draft_step returned logits"
@@ -346,100 +336,17 @@ class SpeculativeDecoder(_Decoder):
                 and callable(getattr(draft_logits_step, "token_seconds", None))):
             dec.schedule.draft_token_hint = draft_logits_step.token_seconds
         dec.method = method
-        dec.warping = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p}
+        dec.warping = warping
         dec._target_name = "target_logits_step"
         dec._draft_rows_name = rows_name
         return dec
 
-    @classmethod
-    def from_tree(
-        cls,
-        draft_tree: Callable,
-        target_tree_step: Callable,
-        *,
-        greedy: bool = True,
-        generator: Optional[torch.Generator] = None,
-        verifier: Optional[Callable] = None,
-    ) -> "SpeculativeDecoder":
-        """A decoder whose rounds verify a tree of candidates (`verify_tree_probs`).
-
-        Each round calls `draft_tree(prefix) -> (tokens [N], parents [N], draft_rows)` and
-        `target_tree_step(prefix, tokens, parents) -> rows [N+1, V]`, and keeps the path the
-        verifier accepts plus its emitted token. The layout is the ops' (Note [Tree
-        verification]): `parents[j]` in `[-1, j)` (-1: a child of the root), row 0 after
-        `prefix`, row j+1 after `prefix` and the path to node j. N = 0 is a plain target step.
-        See `spec_verify.tree_decoder` for the KV-cache contract.
-
-        Args:
-            draft_tree (`Callable[[List[int]], tuple]`): the tree: `tokens` and `parents` as
-                1-D integer tensors or lists of ints, and `draft_rows` None or float32
-                `[N+1, V]` (row j+1: the distribution node j's children were drawn from,
-                independently; rows of leaves are never read). None when sampling means
-                deterministic children (candidates such as top-k or prompt-lookup matches),
-                whose siblings must hold distinct tokens. Not called with one token left.
-            target_tree_step (`Callable[[List[int], torch.Tensor, torch.Tensor], torch.Tensor]`):
-                float32 `[N+1, V]` on the CPU; `tokens` and `parents` are contiguous int64
-                CPU tensors. Probabilities (unnormalised is fine); logits when greedy.
-            greedy (`bool`, *optional*, defaults to `True`): greedy verification (output
-                identical to greedy decoding of the target); else exact sampling.
-            generator (`torch.Generator`, *optional*): the verifier's generator.
-            verifier (`Callable`, *optional*): `verifier(target_rows, draft_rows, tokens,
-                parents, generator) -> (path, next_token)` instead of `verify_tree_probs`;
-                its path is checked to run from the root down.
-
-        Returns:
-            `SpeculativeDecoder`: a `tree_decoder.TreeDecoder`, whose `stats` is a
-            `TreeDecodeStats`.
-
-        Raises:
-            TypeError: a callback, verifier or generator of the wrong type; greedy not a bool.
-                While generating, output of the wrong kind raises naming the callback, and
-                contents the op rejects (a parent out of order, repeated sibling tokens
-                without draft rows, a token outside the vocabulary) raise its ValueError
-                prefixed with the callback.
-        """
-        return from_tree(draft_tree, target_tree_step, greedy=greedy, generator=generator, verifier=verifier)
-
-    @classmethod
-    def from_tree_logits(
-        cls,
-        draft_tree: Callable,
-        target_tree_logits_step: Callable,
-        *,
-        temperature: float = 1.0,
-        top_k: int = 0,
-        top_p: float = 1.0,
-        min_p: float = 0.0,
-        generator: Optional[torch.Generator] = None,
-        verifier: Optional[Callable] = None,
-    ) -> "SpeculativeDecoder":
-        """`from_tree` on logits rows, verified by `verify_tree` with these warping parameters
-        (temperature 0: greedy). Draft rows, when given, are logits too, and the children
-        must have been sampled from them warped alike (`sv.sample` with the same parameters).
-
-        Args:
-            draft_tree, verifier, generator: as for `from_tree`.
-            target_tree_logits_step: as `target_tree_step` of `from_tree`, returning float32
-                logits `[N+1, V]`.
-            temperature, top_k, top_p, min_p: as for `from_logits`.
-
-        Raises:
-            TypeError, ValueError: as for `from_tree`, and for bad warping parameters.
-        """
-        return from_tree_logits(draft_tree, target_tree_logits_step, temperature=temperature, top_k=top_k,
-                                top_p=top_p, min_p=min_p, generator=generator, verifier=verifier)
     # The loop ------------------------------------------------------------------------------
 
-    def _rounds(self, seq: List[int], max_new: int, eos_token_id: StopTokens) -> Iterator[List[int]]:
-        # Argument errors surface at the call, not at the first next() of a stream.
-        max_new = _count(max_new, "max_new")
-        stop = _stop_set(eos_token_id)
-        self.stats = stats = DecodeStats(self.k)
+    def _start_generation(self) -> DecodeStats:
         if self.schedule is not None:
             self.schedule.reset()
-        if max_new == 0:
-            stats.stop_reason = "max_new"
-        return self._loop(seq, max_new, stop, stats)
+        return DecodeStats(self.k)
 
     def _loop(self, seq: List[int], max_new: int, stop: frozenset, stats: DecodeStats) -> Iterator[List[int]]:
         proposed_counts = stats.proposed_length_counts
@@ -495,15 +402,7 @@ class SpeculativeDecoder(_Decoder):
             n, nxt = self._verify(rows, probs, tokens, j)
             chunk = tokens[:n].tolist() if n else []
             chunk.append(nxt)
-            if stop and not stop.isdisjoint(chunk):
-                del chunk[next(j for j, t in enumerate(chunk) if t in stop) + 1:]
-                remaining = 0
-                stats.stop_reason = "stop_token"
-            else:
-                remaining -= len(chunk)  # never below 0: k <= remaining - 1
-                if remaining == 0:
-                    stats.stop_reason = "max_new"
-            seq.extend(chunk)
+            remaining = self._emit(seq, chunk, remaining, stop, stats)  # k <= remaining - 1
             if schedule is not None:
                 schedule.observe_round(j, n)
                 schedule.observe_emitted(seq)
@@ -516,7 +415,6 @@ class SpeculativeDecoder(_Decoder):
             accepted_counts[n] += 1
             if n == j:
                 full_counts[j] += 1
-            stats.new_tokens += len(chunk)
             t4 = now()
             stats.draft_ns += t1 - t0
             stats.target_ns += t3 - t2
@@ -563,11 +461,6 @@ class SpeculativeDecoder(_Decoder):
         if j:
             self._check_proposed(tokens, probs)
         return tokens, probs
-
-    def _known_vocab(self) -> Optional[int]:
-        """V of the target's rows in this generation, once its first target call returned them."""
-        seen = self._vocab_seen
-        return seen[1] if seen is not None and seen[0] is self.stats else None
 
     def _check_proposed(self, tokens: torch.Tensor, probs: Optional[torch.Tensor]) -> None:
         """The j > 0 draft tokens in [0, V) before target_step sees them: V of the target's rows
@@ -618,7 +511,3 @@ class SpeculativeDecoder(_Decoder):
                              f"0 <= n_accepted <= j = {k} (the proposed tokens) and 0 <= next_token < V = {vocab}")
         return n, nxt
 
-
-# The tree decoder is a SpeculativeDecoder to its users (isinstance, issubclass); it derives
-# from their common base, since this module imports tree_decoder.py (see _decoding.py).
-SpeculativeDecoder.register(TreeDecoder)

@@ -12,7 +12,11 @@
     # No draft model: prompt lookup proposes, the llama.cpp target verifies.
     dec = sv.llama_cpp.prompt_lookup_decoder(target, temperature=0)
 
-Both are `SpeculativeDecoder.from_logits` over llama.cpp's logits: the decoder warps every
+`sv.llama_cpp` offers the functions `sv.transformers` offers, with the same arguments and
+defaults (`logits_steps`, `speculative_decoder`, `prompt_lookup_decoder`, `suffix_decoder`:
+written once in `_adapters.py`, over `CachedLlama`), all but `tree_decoder` (a llama.cpp
+batch cannot score a tree in one call here). All are `SpeculativeDecoder.from_logits` over
+llama.cpp's logits: the decoder warps every
 row (draft and target alike) with the same parameters and the package's own warping ops,
 samples the draft tokens with `sample` and verifies with `accept_logits`, so the output
 has the law of the target sampled with those parameters (temperature 0: the target's
@@ -40,15 +44,14 @@ llama_cpp is imported only inside these functions: the package itself needs only
 """
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Tuple
+from typing import List, Optional
 
 import ctypes
 import time
 
 import torch
 
-from ._adapters import _common_prefix, _lookup_decoder, _suffix_decoder
-from .decoder import SpeculativeDecoder
+from ._adapters import ModelInterface, _common_prefix, adapter_functions
 
 
 def _lib():
@@ -105,12 +108,15 @@ class CachedLlama:
         if mem is not None:
             lib.llama_memory_clear(mem, True)
 
-    def logits(self, seq: List[int], first: int) -> torch.Tensor:
+    def logits(self, seq: List[int], first: int, keep: Optional[int] = None) -> torch.Tensor:
         """The next-token logits after `seq[:first+1]`, ..., after `seq`.
 
         Args:
             seq (`List[int]`): token ids.
             first (`int`): the first position whose output is returned, `0 <= first < len(seq)`.
+            keep (`int`, *optional*): the adapters' hint that no later call keeps fewer tokens
+                of `seq` (`ModelInterface`); unused, since llama.cpp's cache can drop any
+                suffix.
 
         Returns:
             `torch.Tensor`: float32 `[len(seq) - first, V]`, a view of llama.cpp's logits
@@ -198,178 +204,17 @@ class CachedLlama:
         return self._token_seconds
 
 
-def logits_steps(draft, target) -> Tuple[Callable, Callable]:
-    """The two logits callbacks of `SpeculativeDecoder.from_logits` for two llama.cpp models.
-
-    Args:
-        draft (`llama_cpp.Llama`): the draft model.
-        target (`llama_cpp.Llama`): the target model, with the draft's vocabulary; another `Llama` instance than the draft (load the file twice
-            to draft with the target itself).
-
-    Returns:
-        `Tuple[Callable, Callable]`: `(draft_logits_step, target_logits_step)`: float32
-        `[V]` and `[k+1, V]` logits. Each has a `.model` attribute, its `CachedLlama`
-        (tokens fed, evaluations, fallbacks, `reset()`).
-
-    Raises:
-        ValueError: the same instance twice; vocabularies
-            of different sizes.
-    """
+def _check_pair(draft, target) -> None:
+    """Two `Llama`s that can draft for each other: two instances (each holds its KV cache)
+    with one vocabulary."""
     if draft is target:
         raise ValueError("spec_verify.llama_cpp: draft and target are the same Llama instance; each needs its "
                          "own KV cache (load the model twice)")
     if draft.n_vocab() != target.n_vocab():
         raise ValueError(f"spec_verify.llama_cpp: the draft's vocabulary has {draft.n_vocab()} tokens, the "
                          f"target's {target.n_vocab()}; speculative decoding needs one vocabulary")
-    d, t = CachedLlama(draft, "draft"), CachedLlama(target, "target")
-    return _draft_logits_step(d), _target_logits_step(t)
 
 
-def _draft_logits_step(d: CachedLlama) -> Callable:
-    def draft_logits_step(seq: List[int]) -> torch.Tensor:
-        return d.logits(seq, len(seq) - 1)[0]
-    draft_logits_step.model = d
-    draft_logits_step.token_seconds = d.token_seconds  # for the schedule, before the draft has run
-    return draft_logits_step
-
-
-def _target_logits_step(t: CachedLlama) -> Callable:
-    def target_logits_step(prefix: List[int], proposed: torch.Tensor) -> torch.Tensor:
-        return t.logits(prefix + proposed.tolist(), len(prefix) - 1)  # prefix: the loop's own copy
-    target_logits_step.model = t
-    return target_logits_step
-
-
-def speculative_decoder(
-    draft,
-    target,
-    k: int = 4,
-    *,
-    temperature: float = 1.0,
-    top_k: int = 0,
-    top_p: float = 1.0,
-    min_p: float = 0.0,
-    generator: Optional[torch.Generator] = None,
-    method: str = "token",
-    schedule="adaptive",
-) -> SpeculativeDecoder:
-    """A `SpeculativeDecoder` over two llama.cpp models, each with its KV cache.
-
-    The decoder warps both models' logits with the same parameters, samples the draft
-    tokens (`sample`) and verifies them (`accept_logits`): the output has the law of the
-    target sampled with `temperature`, `top_k`, `top_p` and `min_p`. `temperature` 0 gives
-    the target's greedy decoding.
-
-    Args:
-        draft (`llama_cpp.Llama`): the draft model.
-        target (`llama_cpp.Llama`): the target model, with the draft's vocabulary.
-        k (`int`, *optional*, defaults to 4): the most draft tokens per round.
-        temperature, top_k, top_p, min_p: the warping parameters (see `spec_verify.warp`).
-        generator (`torch.Generator`, *optional*): the generator of every draw.
-        method (`str`, *optional*, defaults to `"token"`): `"token"` or `"block"`.
-        schedule (`str` or `AdaptiveSchedule`, *optional*, defaults to `"adaptive"`): each
-            round's proposal length from measured costs (`spec_verify.schedule`): the draft
-            model runs only where drafting is estimated to pay, and not at all where even
-            drafts that are always accepted could not (its one-token cost is measured once,
-            before it has drafted). `"constant"`: k every round.
-
-    Returns:
-        `SpeculativeDecoder`: call `generate(prompt_ids, max_new, eos_token_id)` or `stream`.
-        Its attributes `draft_cache` and `target_cache` are the two `CachedLlama`s.
-
-    Raises:
-        ValueError: as `logits_steps`; TypeError, ValueError: as
-            `SpeculativeDecoder.from_logits`.
-    """
-    draft_logits_step, target_logits_step = logits_steps(draft, target)
-    dec = SpeculativeDecoder.from_logits(draft_logits_step, target_logits_step, k, temperature=temperature,
-                                         top_k=top_k, top_p=top_p, min_p=min_p, generator=generator,
-                                         method=method, schedule=schedule)
-    dec.draft_cache, dec.target_cache = draft_logits_step.model, target_logits_step.model
-    return dec
-
-
-def prompt_lookup_decoder(
-    target,
-    k: int = 16,
-    *,
-    max_ngram: int = 3,
-    min_ngram: int = 1,
-    temperature: float = 1.0,
-    top_k: int = 0,
-    top_p: float = 1.0,
-    min_p: float = 0.0,
-    generator: Optional[torch.Generator] = None,
-    method: str = "token",
-    schedule="adaptive",
-) -> SpeculativeDecoder:
-    """A `SpeculativeDecoder` without a draft model: `PromptLookup` proposes 0..k tokens
-    copied from earlier in the text, a llama.cpp target verifies them as one-hot drafts.
-
-    Args:
-        target (`llama_cpp.Llama`): the target model.
-        k (`int`, *optional*, defaults to 16): at most this many proposed tokens per round (the
-            schedule proposes as many as pay: on two cores a near-perfect copy pays up to 16).
-        max_ngram, min_ngram: `PromptLookup`'s n-gram sizes.
-        temperature, top_k, top_p, min_p, generator, method: as for `speculative_decoder`.
-        schedule (`str` or `AdaptiveSchedule`, *optional*, defaults to `"adaptive"`): as for
-            `speculative_decoder`; while proposing does not pay, the lookup's proposals are
-            only compared with the tokens that follow (no target cost).
-
-    Returns:
-        `SpeculativeDecoder`: with `target_cache` (a `CachedLlama`) and `drafter` (the
-        `PromptLookup`).
-
-    Raises:
-        TypeError, ValueError: as
-            `PromptLookup` and `SpeculativeDecoder.from_logits`.
-    """
-    return _lookup_decoder(_target_logits_step(CachedLlama(target, "target")), k, max_ngram=max_ngram, min_ngram=min_ngram,
-                           temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, generator=generator,
-                           method=method, schedule=schedule)
-
-
-def suffix_decoder(
-    target,
-    k: int = 16,
-    *,
-    cache=None,
-    max_depth: int = 24,
-    min_token_prob: float = 0.1,
-    max_spec_factor: float = 1.0,
-    max_spec_offset: int = 0,
-    temperature: float = 1.0,
-    top_k: int = 0,
-    top_p: float = 1.0,
-    min_p: float = 0.0,
-    generator: Optional[torch.Generator] = None,
-    method: str = "token",
-    schedule="adaptive",
-) -> SpeculativeDecoder:
-    """A `SpeculativeDecoder` without a draft model: a `SuffixDrafter` proposes 0..k tokens
-    from the current request and from earlier requests' outputs, a llama.cpp target verifies them as
-    one-hot drafts. Call `generate` once per request: each finished request's output goes
-    into the cache, which persists across `generate` calls (and across decoders given the
-    same `SuffixCache`). The adaptive schedule verifies only the positions whose estimated
-    acceptance (calibrated as it goes) pays on the measured cost curve.
-
-    Args:
-        target: as for `prompt_lookup_decoder`.
-        k (`int`, *optional*, defaults to 16): at most this many proposed tokens per round.
-        cache (`SuffixCache`, `None` or `False`, *optional*): the cache of earlier outputs:
-            None makes one for this decoder, a `SuffixCache` is shared, False: none.
-        max_depth, min_token_prob, max_spec_factor, max_spec_offset: `SuffixDrafter`'s.
-        temperature, top_k, top_p, min_p, generator, method, schedule: as for
-            `prompt_lookup_decoder`.
-
-    Returns:
-        `SpeculativeDecoder`: with `target_cache` (a `CachedLlama`) and `drafter` (the
-        `SuffixDrafter`; its `cache` the `SuffixCache`).
-
-    Raises:
-        TypeError, ValueError: as `SuffixDrafter` and `SpeculativeDecoder.from_logits`.
-    """
-    return _suffix_decoder(_target_logits_step(CachedLlama(target, "target")), k, cache=cache, max_depth=max_depth,
-                           min_token_prob=min_token_prob, max_spec_factor=max_spec_factor,
-                           max_spec_offset=max_spec_offset, temperature=temperature, top_k=top_k, top_p=top_p,
-                           min_p=min_p, generator=generator, method=method, schedule=schedule)
+# The adapter's functions, written once for both adapters (_adapters.py).
+logits_steps, speculative_decoder, prompt_lookup_decoder, suffix_decoder = adapter_functions(ModelInterface(
+    name="llama_cpp", module=__name__, model="`llama_cpp.Llama`", cached=CachedLlama, check_pair=_check_pair))

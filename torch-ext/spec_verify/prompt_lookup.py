@@ -230,7 +230,7 @@ class PromptLookupTree(PromptLookup):
     """A `draft_tree` by prompt lookup: the continuations of several earlier matches, as a tree.
 
     Called as `draft_tree(prefix) -> (tokens, parents, None)` (for
-    `SpeculativeDecoder.from_tree` / `from_tree_logits`). The branches: for n from the
+    `TreeDecoder` / `TreeDecoder.from_logits`). The branches: for n from the
     longest suffix n-gram of `prefix` that occurs earlier (at most `max_ngram`) down to
     `min_ngram`, the continuations of that n-gram's most recent earlier occurrences (at most
     `matches` of them, the most recent first; a continuation already taken through a longer

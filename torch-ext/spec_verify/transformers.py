@@ -15,8 +15,10 @@
 decoder samples the draft tokens from the draft's warped rows and verifies with
 `accept_logits`, so the output has the law of the target sampled with those parameters
 (temperature 0: exactly the target's greedy decoding). `logits_steps` gives the two logits
-callbacks alone. `prompt_lookup_decoder` is the same without a draft model: `PromptLookup`
-proposes tokens copied from earlier in the text, verified as one-hot drafts.
+callbacks alone. `prompt_lookup_decoder` and `suffix_decoder` are the same without a draft
+model: `PromptLookup` (or a `SuffixDrafter`) proposes tokens, verified as one-hot drafts.
+These four are `sv.llama_cpp`'s too, with the same arguments and defaults (written once in
+`_adapters.py`, over `CachedCausalLM`).
 
 Each model keeps one KV cache and the token ids it holds. A call keeps the longest common
 prefix of those ids and the new sequence and feeds only the rest. The decoder's contract
@@ -32,7 +34,7 @@ hybrids) is replaced and the whole sequence fed again, with a warning once and e
 re-feed counted (`CachedCausalLM.fallbacks`).
 
 `tree_decoder(target_model, draft_model or draft_tree=...)` is the decoder's tree mode
-(`SpeculativeDecoder.from_tree_logits`): the target scores a whole tree in one forward with
+(`TreeDecoder.from_logits`): the target scores a whole tree in one forward with
 a 4-D attention mask (each node sees the prefix and its ancestors, at position prefix + its
 depth) when the model accepts one, else in one forward per branch; see
 `CachedCausalLM.tree_logits` for the cost and what the cache keeps.
@@ -49,9 +51,11 @@ from typing import Callable, List, Optional, Tuple
 
 import torch
 
-from ._adapters import _lookup_decoder, _suffix_decoder
+from ._adapters import ModelInterface, adapter_functions
 from ._hf_cache import _CacheFollower, _layer_kinds
-from .decoder import SpeculativeDecoder
+from ._logits import sample
+from ._warping import Warping
+from .tree_decoder import TreeDecoder
 
 
 class CachedCausalLM(_CacheFollower):
@@ -74,6 +78,7 @@ class CachedCausalLM(_CacheFollower):
     Args:
         model (`transformers.PreTrainedModel`): a causal LM (`AutoModelForCausalLM`); it is
             put in eval mode.
+        what (`str`, *optional*): how messages name it ("target", "draft").
 
     Attributes:
         model: the model.
@@ -89,10 +94,11 @@ class CachedCausalLM(_CacheFollower):
             first call).
     """
 
-    def __init__(self, model):
+    def __init__(self, model, what: str = "model"):
         from transformers import DynamicCache
 
         self.model = model.eval()
+        self.what = what
         self._cache_class = DynamicCache
         # transformers 5 renamed the forward argument `past_key_values` to `cache`.
         params = inspect.signature(model.forward).parameters
@@ -295,146 +301,24 @@ class CachedCausalLM(_CacheFollower):
         return torch.stack(rows)
 
 
-def logits_steps(draft_model, target_model) -> Tuple[Callable, Callable]:
-    """The two logits callbacks of `SpeculativeDecoder.from_logits` for two causal LMs.
-
-    Args:
-        draft_model (`transformers.PreTrainedModel`): the draft causal LM.
-        target_model (`transformers.PreTrainedModel`): the target causal LM, with the same
-            vocabulary (the same number of logits).
-
-    Returns:
-        `Tuple[Callable, Callable]`: `(draft_logits_step, target_logits_step)`:
-        `draft_logits_step(seq)` -> float32 `[V]`, `target_logits_step(prefix, proposed)` ->
-        float32 `[k+1, V]`. Each has a `.model` attribute, its `CachedCausalLM` (tokens fed,
-        `reset()`).
-    """
-    draft, target = CachedCausalLM(draft_model), CachedCausalLM(target_model)
-    # The last verified prefix's length, told by the target step: the draft's calls of the
-    # next round continue it, so its sliding-window layers need not keep more than that.
-    verified = [0]
-
-    def draft_logits_step(seq: List[int]) -> torch.Tensor:
-        return draft.logits(seq, len(seq) - 1, keep=min(verified[0], len(seq) - 1))[0]
-
-    draft_logits_step.model = draft
-    target_logits_step = _target_logits_step(target, verified)
-    return draft_logits_step, target_logits_step
+def _check_pair(draft_model, target_model) -> None:
+    """Any two causal LMs can draft for each other here (each `CachedCausalLM` holds its own
+    cache, even over one model); a difference of vocabulary shows in the rows' V."""
 
 
-def _target_logits_step(target: CachedCausalLM, verified: Optional[List[int]] = None) -> Callable:
-    def target_logits_step(prefix: List[int], proposed: torch.Tensor) -> torch.Tensor:
-        if verified is not None:
-            verified[0] = len(prefix)
-        # keep: the next round's prefix extends this one.
-        return target.logits(prefix + proposed.tolist(), len(prefix) - 1, keep=len(prefix))
-    target_logits_step.model = target
-    return target_logits_step
+# The adapter's functions, written once for both adapters (_adapters.py).
+logits_steps, speculative_decoder, prompt_lookup_decoder, suffix_decoder = adapter_functions(ModelInterface(
+    name="transformers", module=__name__, model="`transformers.PreTrainedModel` (a causal LM)",
+    cached=CachedCausalLM, check_pair=_check_pair))
 
 
-def speculative_decoder(
-    draft_model,
-    target_model,
-    k: int = 4,
-    *,
-    temperature: float = 1.0,
-    top_k: int = 0,
-    top_p: float = 1.0,
-    min_p: float = 0.0,
-    generator: Optional[torch.Generator] = None,
-    schedule="adaptive",
-) -> SpeculativeDecoder:
-    """A `SpeculativeDecoder` over two Hugging Face causal LMs, each with a KV cache.
-
-    The decoder warps both models' logits with the same parameters, samples the draft
-    tokens (`sample`) and verifies them (`accept_logits`): the output has the law of the
-    target sampled with `temperature`, `top_k`, `top_p` and `min_p` (transformers' warpers,
-    except that a tie group at the top-p cutoff is kept whole). `temperature` 0 gives the
-    target's greedy decoding, token for token.
-
-    Args:
-        draft_model (`transformers.PreTrainedModel`): the draft causal LM.
-        target_model (`transformers.PreTrainedModel`): the target causal LM, with the draft's
-            vocabulary.
-        k (`int`, *optional*, defaults to 4): the most draft tokens per round.
-        temperature (`float`, *optional*, defaults to 1.0): >= 0; 0 = greedy.
-        top_k (`int`, *optional*, defaults to 0): >= 0; 0 = off.
-        top_p (`float`, *optional*, defaults to 1.0): in (0, 1]; 1 = off.
-        min_p (`float`, *optional*, defaults to 0.0): in [0, 1); 0 = off.
-        generator (`torch.Generator`, *optional*): the generator of every draw.
-        schedule (`str` or `AdaptiveSchedule`, *optional*, defaults to `"adaptive"`): each
-            round's proposal length from measured costs (`spec_verify.schedule`); `"constant"`:
-            k every round (transformers' `num_assistant_tokens_schedule="constant"`).
-
-    Returns:
-        `SpeculativeDecoder`: call `generate(prompt_ids, max_new, eos_token_id)` or `stream`.
-        Its attributes `draft_cache` and `target_cache` are the two `CachedCausalLM`s (tokens
-        fed, `reset()`).
-
-    Raises:
-        TypeError, ValueError: as `SpeculativeDecoder.from_logits`.
-    """
-    draft_logits_step, target_logits_step = logits_steps(draft_model, target_model)
-    dec = SpeculativeDecoder.from_logits(draft_logits_step, target_logits_step, k, temperature=temperature,
-                                         top_k=top_k, top_p=top_p, min_p=min_p, generator=generator,
-                                         schedule=schedule)
-    dec.draft_cache, dec.target_cache = draft_logits_step.model, target_logits_step.model
-    return dec
-
-
-def prompt_lookup_decoder(
-    target_model,
-    k: int = 16,
-    *,
-    max_ngram: int = 3,
-    min_ngram: int = 1,
-    temperature: float = 1.0,
-    top_k: int = 0,
-    top_p: float = 1.0,
-    min_p: float = 0.0,
-    generator: Optional[torch.Generator] = None,
-    method: str = "token",
-    schedule="adaptive",
-) -> SpeculativeDecoder:
-    """A `SpeculativeDecoder` without a draft model: `PromptLookup` proposes 0..k tokens
-    copied from earlier in the text, a Hugging Face causal LM verifies them as one-hot drafts
-    through its KV cache (`CachedCausalLM`: a round feeds the emitted token and the
-    proposals, on sliding-window and hybrid models too).
-
-    The output has the law of the target sampled with `temperature`, `top_k`, `top_p` and
-    `min_p`; `temperature` 0 gives the target's greedy decoding, token for token.
-
-    Args:
-        target_model (`transformers.PreTrainedModel`): the causal LM.
-        k (`int`, *optional*, defaults to 16): at most this many proposed tokens per round (the
-            schedule verifies as many as pay; 16 ran faster than 8 on every cost curve simulated
-            in benchmarks/results/e2e-simulated-amd-epyc.md, as llama.cpp's adapter has it).
-        max_ngram, min_ngram: `PromptLookup`'s n-gram sizes.
-        temperature, top_k, top_p, min_p, generator: as for `speculative_decoder`.
-        method (`str`, *optional*, defaults to `"token"`): `"token"` or `"block"` verification.
-        schedule (`str` or `AdaptiveSchedule`, *optional*, defaults to `"adaptive"`): as for
-            `speculative_decoder`; while proposing does not pay, the lookup's proposals are
-            only compared with the tokens that follow.
-
-    Returns:
-        `SpeculativeDecoder`: with `target_cache` (the `CachedCausalLM`: tokens `fed`,
-        `forwards`, `fallbacks`) and `drafter` (the `PromptLookup`).
-
-    Raises:
-        TypeError, ValueError: as `PromptLookup` and `SpeculativeDecoder.from_logits`.
-    """
-    return _lookup_decoder(_target_logits_step(CachedCausalLM(target_model)), k, max_ngram=max_ngram, min_ngram=min_ngram,
-                           temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, generator=generator,
-                           method=method, schedule=schedule)
-
-
-def _tree_from_model(draft: CachedCausalLM, widths: Tuple[int, ...], draw: bool, params: dict,
+def _tree_from_model(draft: CachedCausalLM, widths: Tuple[int, ...], draw: bool, warping: Warping,
                      generator: Optional[torch.Generator]) -> Callable:
     """A draft_tree grown level by level from a draft model: every node at depth d gets
     widths[d] children, the most probable distinct tokens of its row (draw False), or
     independent draws from its warped row (draw True; the draft logits rows are returned for
     the verifier). One draft forward per level, feeding that level's new nodes."""
-    from ._logits import sample
+    params = warping._asdict()
 
     def draft_tree(prefix: List[int]):
         tokens: List[int] = []
@@ -479,8 +363,8 @@ def tree_decoder(
     min_p: float = 0.0,
     generator: Optional[torch.Generator] = None,
     tree_attention: str = "auto",
-) -> SpeculativeDecoder:
-    """A tree-mode `SpeculativeDecoder` (`from_tree_logits`) over a Hugging Face causal LM.
+) -> TreeDecoder:
+    """A `TreeDecoder` (`TreeDecoder.from_logits`) over a Hugging Face causal LM.
 
     The target scores every tree with `CachedCausalLM.tree_logits`: with a custom 4-D
     attention mask when the model takes one (Llama and the other models whose mask creation
@@ -518,83 +402,37 @@ def tree_decoder(
             its rows differ (see `CachedCausalLM.tree_logits`).
 
     Returns:
-        `SpeculativeDecoder`: its `target_cache` (and `draft_cache`, with a draft model) are
+        `TreeDecoder`: its `target_cache` (and `draft_cache`, with a draft model) are
         the `CachedCausalLM`s: tokens `fed`, `forwards`, and `tree_attention` (the mode in
         use once a round has run).
 
     Raises:
         ValueError: neither or both of `draft_model` and `draft_tree`; bad widths or
-            tree_attention. TypeError, ValueError: as `SpeculativeDecoder.from_tree_logits`.
+            tree_attention. TypeError, ValueError: as `TreeDecoder.from_logits`.
     """
     if (draft_model is None) == (draft_tree is None):
         raise ValueError("tree_decoder: pass draft_model or draft_tree, not both or neither")
+    what = "spec_verify.transformers.tree_decoder"
+    warping = Warping(temperature, top_k, top_p, min_p, what=what)
     if tree_attention not in ("auto", "mask", "branches"):
         raise ValueError(f"tree_decoder: tree_attention must be \"auto\", \"mask\" or \"branches\", "
                          f"got {tree_attention!r}")
-    target = CachedCausalLM(target_model)
+    target = CachedCausalLM(target_model, "target")
     target.tree_attention = tree_attention
     draft = None
     if draft_model is not None:
         widths = tuple(widths)
         if not widths or any(type(w) is not int or w < 1 for w in widths):
             raise ValueError(f"tree_decoder: widths must be a non-empty tuple of ints >= 1, got {widths!r}")
-        draft = CachedCausalLM(draft_model)
+        draft = CachedCausalLM(draft_model, "draft")
         draft.tree_attention = tree_attention
-        draw = temperature != 0 and (temperature > 0 if draw_children is None else bool(draw_children))
-        params = dict(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p)
-        draft_tree = _tree_from_model(draft, widths, draw, params, generator)
+        draw = not warping.greedy and (draw_children is None or bool(draw_children))
+        draft_tree = _tree_from_model(draft, widths, draw, warping, generator)
 
     def target_tree_logits_step(prefix: List[int], tokens: torch.Tensor, parents: torch.Tensor) -> torch.Tensor:
         return target.tree_logits(prefix, tokens.tolist(), parents.tolist())
 
-    dec = SpeculativeDecoder.from_tree_logits(draft_tree, target_tree_logits_step, temperature=temperature,
-                                              top_k=top_k, top_p=top_p, min_p=min_p, generator=generator)
+    dec = TreeDecoder._from_warping(what, draft_tree, target_tree_logits_step, warping, generator, None)
     dec.target_cache, dec.draft_cache = target, draft
     return dec
 
-
-def suffix_decoder(
-    target_model,
-    k: int = 16,
-    *,
-    cache=None,
-    max_depth: int = 24,
-    min_token_prob: float = 0.1,
-    max_spec_factor: float = 1.0,
-    max_spec_offset: int = 0,
-    temperature: float = 1.0,
-    top_k: int = 0,
-    top_p: float = 1.0,
-    min_p: float = 0.0,
-    generator: Optional[torch.Generator] = None,
-    method: str = "token",
-    schedule="adaptive",
-) -> SpeculativeDecoder:
-    """A `SpeculativeDecoder` without a draft model: a `SuffixDrafter` proposes 0..k tokens
-    from the current request and from earlier requests' outputs, a Hugging Face causal LM verifies them as
-    one-hot drafts. Call `generate` once per request: each finished request's output goes
-    into the cache, which persists across `generate` calls (and across decoders given the
-    same `SuffixCache`). The adaptive schedule verifies only the positions whose estimated
-    acceptance (calibrated as it goes) pays on the measured cost curve.
-
-    Args:
-        target_model: as for `prompt_lookup_decoder`.
-        k (`int`, *optional*, defaults to 16): at most this many proposed tokens per round (as
-            `prompt_lookup_decoder`).
-        cache (`SuffixCache`, `None` or `False`, *optional*): the cache of earlier outputs:
-            None makes one for this decoder, a `SuffixCache` is shared, False: none.
-        max_depth, min_token_prob, max_spec_factor, max_spec_offset: `SuffixDrafter`'s.
-        temperature, top_k, top_p, min_p, generator, method, schedule: as for
-            `prompt_lookup_decoder`.
-
-    Returns:
-        `SpeculativeDecoder`: with `target_cache` (the `CachedCausalLM`) and `drafter` (the
-        `SuffixDrafter`; its `cache` the `SuffixCache`).
-
-    Raises:
-        TypeError, ValueError: as `SuffixDrafter` and `SpeculativeDecoder.from_logits`.
-    """
-    return _suffix_decoder(_target_logits_step(CachedCausalLM(target_model)), k, cache=cache, max_depth=max_depth,
-                           min_token_prob=min_token_prob, max_spec_factor=max_spec_factor,
-                           max_spec_offset=max_spec_offset, temperature=temperature, top_k=top_k, top_p=top_p,
-                           min_p=min_p, generator=generator, method=method, schedule=schedule)

@@ -1,8 +1,10 @@
-"""The decoder's tree mode: each round verifies a tree of candidate continuations.
+"""Tree rounds: `TreeDecoder`, a `Decoder` whose rounds verify a tree of candidate
+continuations. `TreeDecoder(draft_tree, target_tree_step)` verifies probability rows (or
+logits when greedy), `TreeDecoder.from_logits` logits warped as
+`SpeculativeDecoder.from_logits` warps them.
 
-Made by `SpeculativeDecoder.from_tree` (probability rows, or logits when greedy) and
-`SpeculativeDecoder.from_tree_logits` (logits warped like `from_logits`). Contract with the
-callbacks (what a KV cache can rely on). Within one generation, every round calls
+Contract with the callbacks (what a KV cache can rely on). Within one generation, every
+round calls
 
     draft_tree(prefix)                        -> (tokens [N], parents [N], draft_rows [N+1, V] or None)
     target_tree_step(prefix, tokens, parents) -> rows [N+1, V] float32
@@ -32,10 +34,11 @@ from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 
-from ._api import _flag, _index, _kind, _token_tensor, _type_name, _warp_params
-from ._decoding import _check_rows, _check_token_range, _count, _culprit, _Decoder, _dense, _now, _stop_set
+from ._api import _flag, _index, _kind, _token_tensor
+from ._decoding import Decoder, _check_callbacks, _check_rows, _check_token_range, _culprit, _dense, _now
 from ._stats import TreeDecodeStats
 from ._trees import verify_tree, verify_tree_probs
+from ._warping import Warping
 
 DraftTree = Callable[[List[int]], Tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]]
 TargetTreeStep = Callable[[List[int], torch.Tensor, torch.Tensor], torch.Tensor]
@@ -76,23 +79,96 @@ def _depths(parents: List[int]) -> List[int]:
     return depth
 
 
-class TreeDecoder(_Decoder):
-    """A `SpeculativeDecoder` whose rounds verify trees; made by `SpeculativeDecoder.from_tree`
-    or `SpeculativeDecoder.from_tree_logits` (see them, and this module's docstring for the
-    callback contract). `generate` and `stream` work as for any decoder; `.stats` is a
-    `TreeDecodeStats`. (`decoder.py` registers it as a subclass of `SpeculativeDecoder`, which
-    it cannot derive from without an import cycle: both derive from `_decoding._Decoder`.)"""
+class TreeDecoder(Decoder):
+    """Speculative decoding whose rounds verify a tree of candidates (`verify_tree_probs`).
 
-    def __init__(self, draft_tree: DraftTree, target_tree_step: TargetTreeStep, *, greedy: bool,
-                 generator: Optional[torch.Generator], verifier: Optional[TreeVerifier], what: str,
-                 warping: Optional[dict] = None, target_name: str = "target_tree_step"):
-        for name, f in (("draft_tree", draft_tree), (target_name, target_tree_step)):
-            if not callable(f):
-                raise TypeError(f"{what}: {name} must be callable, got {type(f).__name__}")
-        if generator is not None and not isinstance(generator, torch.Generator):
-            raise TypeError(f"{what}: generator must be a torch.Generator or None, got {_type_name(generator)}")
-        if verifier is not None and not callable(verifier):
-            raise TypeError(f"{what}: verifier must be callable or None, got {type(verifier).__name__}")
+    Each round calls `draft_tree(prefix) -> (tokens [N], parents [N], draft_rows)` and
+    `target_tree_step(prefix, tokens, parents) -> rows [N+1, V]`, and keeps the path the
+    verifier accepts plus its emitted token. The layout is the ops' (Note [Tree
+    verification]): `parents[j]` in `[-1, j)` (-1: a child of the root), row 0 after
+    `prefix`, row j+1 after `prefix` and the path to node j. N = 0 is a plain target step.
+    See `spec_verify.tree_decoder` for the KV-cache contract; `generate` and `stream` work as
+    for any `Decoder`, and `.stats` is a `TreeDecodeStats`.
+
+    Args:
+        draft_tree (`Callable[[List[int]], tuple]`): the tree: `tokens` and `parents` as 1-D
+            integer tensors or lists of ints, and `draft_rows` None or float32 `[N+1, V]`
+            (row j+1: the distribution node j's children were drawn from, independently;
+            rows of leaves are never read). None when sampling means deterministic children
+            (candidates such as top-k or prompt-lookup matches), whose siblings must hold
+            distinct tokens. Not called with one token left.
+        target_tree_step (`Callable[[List[int], torch.Tensor, torch.Tensor], torch.Tensor]`):
+            float32 `[N+1, V]` on the CPU; `tokens` and `parents` are contiguous int64 CPU
+            tensors. Probabilities (unnormalised is fine); logits when greedy.
+        greedy (`bool`, *optional*, defaults to `True`): greedy verification (output
+            identical to greedy decoding of the target); else exact sampling.
+        generator (`torch.Generator`, *optional*): the verifier's generator.
+        verifier (`Callable`, *optional*): `verifier(target_rows, draft_rows, tokens, parents,
+            generator) -> (path, next_token)` instead of `verify_tree_probs`; its path is
+            checked to run from the root down.
+
+    Raises:
+        TypeError: a callback, verifier or generator of the wrong type; greedy not a bool.
+            While generating, output of the wrong kind raises naming the callback, and
+            contents the op rejects (a parent out of order, repeated sibling tokens without
+            draft rows, a token outside the vocabulary) raise its ValueError prefixed with
+            the callback.
+    """
+
+    def __init__(self, draft_tree: DraftTree, target_tree_step: TargetTreeStep, *, greedy: bool = True,
+                 generator: Optional[torch.Generator] = None, verifier: Optional[TreeVerifier] = None):
+        greedy = _flag(greedy, "TreeDecoder: greedy")
+        self._setup("TreeDecoder", draft_tree, target_tree_step, greedy, generator, verifier, None,
+                    "target_tree_step")
+
+    @classmethod
+    def from_logits(
+        cls,
+        draft_tree: DraftTree,
+        target_tree_logits_step: TargetTreeStep,
+        *,
+        temperature: float = 1.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        min_p: float = 0.0,
+        generator: Optional[torch.Generator] = None,
+        verifier: Optional[TreeVerifier] = None,
+    ) -> "TreeDecoder":
+        """A tree decoder on logits rows, verified by `verify_tree` with these warping
+        parameters (temperature 0: greedy). Draft rows, when given, are logits too, and the
+        children must have been sampled from them warped alike (`sv.sample` with the same
+        parameters).
+
+        Args:
+            draft_tree, verifier, generator: as for the constructor.
+            target_tree_logits_step (`Callable`): as `target_tree_step` of the constructor,
+                returning float32 logits `[N+1, V]`.
+            temperature, top_k, top_p, min_p: as for `SpeculativeDecoder.from_logits`.
+
+        Returns:
+            `TreeDecoder`: with `greedy = (temperature == 0)` and `warping` the four
+            parameters, checked (a named tuple, as `SpeculativeDecoder.from_logits` keeps them).
+
+        Raises:
+            TypeError, ValueError: as for the constructor, and for bad warping parameters.
+        """
+        what = "TreeDecoder.from_logits"
+        warping = Warping(temperature, top_k, top_p, min_p, what=what)
+        return cls._from_warping(what, draft_tree, target_tree_logits_step, warping, generator, verifier)
+
+    @classmethod
+    def _from_warping(cls, what: str, draft_tree, target_tree_logits_step, warping: Warping, generator,
+                      verifier) -> "TreeDecoder":
+        # from_logits for a Warping already built (transformers.tree_decoder builds its own
+        # before it wraps its models); `what` prefixes the messages.
+        dec = cls.__new__(cls)
+        dec._setup(what, draft_tree, target_tree_logits_step, warping.greedy, generator, verifier, warping,
+                   "target_tree_logits_step")
+        return dec
+
+    def _setup(self, what: str, draft_tree, target_tree_step, greedy: bool, generator, verifier,
+               warping: Optional[Warping], target_name: str) -> None:
+        _check_callbacks(what + ": ", generator, verifier, draft_tree=draft_tree, **{target_name: target_tree_step})
         self.draft_tree = draft_tree
         self.target_tree_step = target_tree_step
         self.greedy = greedy
@@ -102,21 +178,20 @@ class TreeDecoder(_Decoder):
         self.verifier = verifier if verifier is not None else self._default_verifier()
         self.stats = TreeDecodeStats()
         self._target_name = target_name
-        self._vocab_seen: Optional[tuple] = None  # (stats, V), as SpeculativeDecoder keeps it
 
     def __repr__(self) -> str:
         if self.warping is not None:
-            params = ", ".join(f"{name}={value}" for name, value in self.warping.items())
-            return f"SpeculativeDecoder.from_tree_logits({params})"
-        return f"SpeculativeDecoder.from_tree(greedy={self.greedy})"
+            return f"TreeDecoder.from_logits({self.warping})"
+        return f"TreeDecoder(greedy={self.greedy})"
 
     def _default_verifier(self) -> TreeVerifier:
         if self.warping is not None:
-            w = self.warping
+            # verify_tree, public, checks the parameters again (its fast path: a few type
+            # tests a round); _trees.py has no entry that takes a checked Warping yet.
+            params = self.warping._asdict()
 
             def verify(rows, draft_rows, tokens, parents, generator):
-                return verify_tree(rows, tokens, parents, draft_rows, temperature=w["temperature"], top_k=w["top_k"],
-                                   top_p=w["top_p"], min_p=w["min_p"], generator=generator)
+                return verify_tree(rows, tokens, parents, draft_rows, **params, generator=generator)
         else:
             greedy = self.greedy
 
@@ -126,17 +201,10 @@ class TreeDecoder(_Decoder):
 
     # The loop ------------------------------------------------------------------------------
 
-    def _rounds(self, seq: List[int], max_new: int, eos_token_id) -> Iterator[List[int]]:
-        # Argument errors surface at the call, not at the first next() of a stream.
-        max_new = _count(max_new, "max_new")
-        stop = _stop_set(eos_token_id)
-        self.stats = stats = TreeDecodeStats()
-        if max_new == 0:
-            stats.stop_reason = "max_new"
-        return self._tree_loop(seq, max_new, stop, stats)
+    def _start_generation(self) -> TreeDecodeStats:
+        return TreeDecodeStats()
 
-    def _tree_loop(self, seq: List[int], max_new: int, stop: frozenset,
-                   stats: TreeDecodeStats) -> Iterator[List[int]]:
+    def _loop(self, seq: List[int], max_new: int, stop: frozenset, stats: TreeDecodeStats) -> Iterator[List[int]]:
         empty = torch.empty(0, dtype=_int64)
         remaining = max_new
         # A drafter that learns from whole requests (SuffixTreeDrafter) hears when one ends.
@@ -170,21 +238,12 @@ class TreeDecoder(_Decoder):
             path, nxt = self._verify(rows, draft_rows, tokens, parents, parent_list)
             chunk = [token_list[i] for i in path]
             chunk.append(nxt)
-            if stop and not stop.isdisjoint(chunk):
-                del chunk[next(i for i, t in enumerate(chunk) if t in stop) + 1:]
-                remaining = 0
-                stats.stop_reason = "stop_token"
-            else:
-                remaining -= len(chunk)  # never below 0: the tree is at most remaining - 1 deep
-                if remaining == 0:
-                    stats.stop_reason = "max_new"
-            seq.extend(chunk)
+            remaining = self._emit(seq, chunk, remaining, stop, stats)  # the tree is at most remaining - 1 deep
             if remaining == 0 and end_generation is not None:
                 end_generation(seq, prompt_len)
             _grow(stats.node_counts, len(token_list))
             _grow(stats.accepted_length_counts, len(path))
             _grow(stats.depth_counts, depth)
-            stats.new_tokens += len(chunk)
             t4 = _now()
             stats.draft_ns += t1 - t0
             stats.target_ns += t3 - t2
@@ -225,8 +284,7 @@ class TreeDecoder(_Decoder):
         n = tokens.shape[0]
         if parents.shape[0] != n:
             raise ValueError(f"draft_tree returned {n} tokens but {parents.shape[0]} parents")
-        seen = self._vocab_seen  # V of the target's rows in this generation, once known
-        vocab = seen[1] if seen is not None and seen[0] is self.stats else None
+        vocab = self._known_vocab()
         if self.greedy or rows is None:  # greedy: draft rows unused; sampling: deterministic children
             if n:
                 _check_token_range(tokens.tolist(), vocab, "draft_tree's tokens", f"{self._target_name}'s rows")
@@ -263,7 +321,7 @@ class TreeDecoder(_Decoder):
             if who is None:
                 raise
             who = who.format(target=self._target_name)
-            raise type(e)(f"SpeculativeDecoder: the tree verification op rejected {who}: {e}") from e
+            raise type(e)(f"TreeDecoder: the tree verification op rejected {who}: {e}") from e
         if not isinstance(result, (tuple, list)) or len(result) != 2:
             raise TypeError(f"the tree verifier must return a pair (path, next_token), got {_kind(result)}")
         path, nxt = result
@@ -279,17 +337,3 @@ class TreeDecoder(_Decoder):
             raise ValueError(f"the tree verifier returned next_token = {nxt}, outside [0, V = {vocab})")
         return path, nxt
 
-
-def from_tree(draft_tree, target_tree_step, *, greedy, generator, verifier):
-    greedy = _flag(greedy, "SpeculativeDecoder.from_tree: greedy")
-    return TreeDecoder(draft_tree, target_tree_step, greedy=greedy, generator=generator, verifier=verifier,
-                       what="SpeculativeDecoder.from_tree")
-
-
-def from_tree_logits(draft_tree, target_tree_logits_step, *, temperature, top_k, top_p, min_p, generator,
-                     verifier):
-    what = "SpeculativeDecoder.from_tree_logits"
-    temperature, top_k, top_p, min_p = _warp_params(what, temperature, top_k, top_p, min_p)
-    warping = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p}
-    return TreeDecoder(draft_tree, target_tree_logits_step, greedy=temperature == 0.0, generator=generator,
-                       verifier=verifier, what=what, warping=warping, target_name="target_tree_logits_step")
