@@ -9,8 +9,9 @@ draft agrees with the target most of the time, not always.
 
 Tree mode (`sv.transformers.tree_decoder`, `CachedCausalLM.tree_logits`): rows scored through
 the cache with a 4-D tree attention mask, or one forward per branch, equal plain forwards
-over each node's path; greedy tree decoding equals `generate`; a model that rejects 4-D
-masks falls back to branches.
+over each node's path; greedy tree decoding equals `generate` (with a draft model, with
+prompt-lookup trees and with suffix trees); a model that rejects 4-D masks falls back to
+branches.
 """
 from __future__ import annotations
 
@@ -283,6 +284,21 @@ def test_tree_decoding_with_prompt_lookup(sv, models):
     dec = sv.transformers.tree_decoder(target, draft_tree=sv.PromptLookupTree(branches=3, depth=4), temperature=0)
     assert dec.generate(prompt, max_new=30) == hf_greedy(target, prompt, 30)
     assert dec.draft_cache is None
+
+
+def test_tree_decoding_with_suffix_trees(sv, models):
+    # SuffixTreeDrafter through the adapter (whole trees, and trees cut by its schedule on the
+    # wall clock): greedy output is generate's, and each request goes into the drafter's cache.
+    target, _ = models
+    branching = [1, 500, 1200, 99, 1, 500, 7, 3000, 1, 500, 31999, 1, 500]  # (1, 500) has three continuations
+    for schedule in ("constant", "adaptive"):
+        drafter = sv.SuffixTreeDrafter(schedule=schedule, max_nodes=8)
+        dec = sv.transformers.tree_decoder(target, draft_tree=drafter, temperature=0)
+        for prompt in (branching, PROMPTS[0] * 3, branching):
+            assert dec.generate(prompt, max_new=24) == hf_greedy(target, prompt, 24)
+        assert len(drafter.cache) == 3
+        if schedule == "constant":
+            assert drafter.rounds["tree"] >= 2 and drafter.rounds["chain"] >= 5, drafter.rounds
 
 
 def test_tree_sampling_is_reproducible_and_valid(sv, models):
