@@ -52,12 +52,14 @@ TORCH_VENVS=("2.12.1 0.17.2" "2.14.1 0.17.2" "2.15.0 0.19.1")
 VENV_SPECS=(numpy pytest)
 # The kernels releases every torch is tried with: the pinned one and PyPI's newest.
 KERNELS=(0.17.2 0.19.1)
-# Op-level tests: every op (chains, half rows, one-hot and block, trees), its errors, paths,
+# Op-level tests: every op (chains, half rows, one-hot and block, trees, batches), its errors,
+# the uniforms drawn for it, paths,
 # laws, opcheck and torch.compile. Left out: the decoder's, prompt lookup's and warping's
 # Python-level tests (the same Python under any torch) and those that need transformers.
 TEST_FILES=(tests/test_greedy.py tests/test_errors.py tests/test_logits_errors.py tests/test_sampling.py
             tests/test_paths.py tests/test_torch_integration.py tests/test_law.py tests/test_half_rows.py
-            tests/test_logits_law.py tests/test_one_hot_block_law.py tests/test_tree.py)
+            tests/test_logits_law.py tests/test_one_hot_block_law.py tests/test_tree.py tests/test_uniforms.py
+            tests/test_batch.py tests/test_shared_generators.py)
 export LOCAL_KERNELS="phanerozoic/spec-verify=$PWD/build"
 unset SPEC_VERIFY_ISA
 
