@@ -70,8 +70,8 @@ def kernel_cpp(config: dict | None = None) -> list[str]:
 
 
 # The binding of the versioned variants (torch212-cxx11-*: scripts/variants.sh builds them):
-# the registry versioned/torch_binding.cpp and the files beside it, outside torch-ext/.
-# kernel-builder builds build.toml's stable-ABI binding only, so these are in no src list.
+# the shared code of torch-ext/common/ with the ATen backend and registry of versioned/.
+# kernel-builder builds build.toml's stable-ABI binding only, so versioned/ is in no src list.
 VERSIONED_BINDING = [
     "torch-ext/common/schemas.h",
     "torch-ext/common/view.h",

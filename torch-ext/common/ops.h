@@ -153,16 +153,32 @@ inline sv::Outcome sample_row(const TensorView& rows, int64_t i, int64_t vocab, 
   return out;
 }
 
+// The parameters and the [V] or [R, V] rows of warp and sample.
+template <class B>
+struct LogitsRows {
+  sv::WarpParams params;
+  Dense<B> rows;
+  int64_t n, vocab;
+};
+
+template <class B>
+LogitsRows<B> checked_logits_rows(const char* op, const typename B::Tensor& logits, double temperature, int64_t top_k,
+                                  double top_p, double min_p) {
+  const sv::WarpParams params = checked_params(op, temperature, top_k, top_p, min_p);
+  const TensorView lv = B::view(logits);
+  check_logits(op, "logits", lv);
+  return {params, unit_stride<B>(logits, lv), lv.dim == 1 ? 1 : lv.size(0), lv.size(-1)};
+}
+
 template <class B>
 typename B::Tensor warp(const typename B::Tensor& logits, double temperature, int64_t top_k, double top_p,
                         double min_p) {
   const char* op = "warp";
-  const sv::WarpParams params = checked_params(op, temperature, top_k, top_p, min_p);
-  const TensorView lv = B::view(logits);
-  check_logits(op, "logits", lv);
-  const Dense<B> rows = unit_stride<B>(logits, lv);
-  const int64_t n = lv.dim == 1 ? 1 : lv.size(0), vocab = lv.size(-1);
-  typename B::Tensor out = B::empty(lv.sizes, lv.dim, DType::kFloat32);
+  const LogitsRows<B> a = checked_logits_rows<B>(op, logits, temperature, top_k, top_p, min_p);
+  const sv::WarpParams& params = a.params;
+  const Dense<B>& rows = a.rows;
+  const int64_t n = a.n, vocab = a.vocab;
+  typename B::Tensor out = B::empty(rows.view.sizes, rows.view.dim, DType::kFloat32);
   float* o_all = static_cast<float*>(B::mutable_data(out));
   std::memset(o_all, 0, sizeof(float) * static_cast<size_t>(n * vocab));
   const sv::KernelTable& kt = kernels();
@@ -190,18 +206,16 @@ template <class B>
 typename B::Tensor sample(const typename B::Tensor& logits, double temperature, int64_t top_k, double top_p,
                           double min_p, const Opt<B>& uniforms) {
   const char* op = "sample";
-  const sv::WarpParams params = checked_params(op, temperature, top_k, top_p, min_p);
-  const TensorView lv = B::view(logits);
-  check_logits(op, "logits", lv);
-  const Dense<B> rows = unit_stride<B>(logits, lv);
-  const int64_t n = lv.dim == 1 ? 1 : lv.size(0), vocab = lv.size(-1);
+  const LogitsRows<B> a = checked_logits_rows<B>(op, logits, temperature, top_k, top_p, min_p);
+  const int64_t n = a.n, vocab = a.vocab;
+  const bool one = a.rows.view.dim == 1;
   std::vector<double> copy;
-  const double* u = uniforms_of<B>(op, uniforms, n, params.temperature != 0.0f,
-                                   lv.dim == 1 ? std::string("[] (one row)") : count_shape("R", n), lv.dim == 1, &copy);
-  typename B::Tensor tokens = B::empty(lv.sizes, lv.dim - 1, DType::kInt64);
+  const double* u = uniforms_of<B>(op, uniforms, n, a.params.temperature != 0.0f,
+                                   one ? std::string("[] (one row)") : count_shape("R", n), one, &copy);
+  typename B::Tensor tokens = B::empty(a.rows.view.sizes, a.rows.view.dim - 1, DType::kInt64);
   int64_t* out = static_cast<int64_t*>(B::mutable_data(tokens));
   for (int64_t i = 0; i < n; ++i) {
-    const sv::Outcome o = sample_row(rows.view, i, vocab, params, u == nullptr ? 0.0 : u[i]);
+    const sv::Outcome o = sample_row(a.rows.view, i, vocab, a.params, u == nullptr ? 0.0 : u[i]);
     raise_if_bad(op, o, kLogitsRows);
     out[i] = o.token;
   }

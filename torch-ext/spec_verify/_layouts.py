@@ -1,7 +1,8 @@
 """Nested and quantized tensors in: the README's TypeError, not torch's dispatcher error.
 
 The ops' C++ kernels refuse sparse, CSR, mkldnn and (under inference mode) nested tensors
-themselves: they are registered for those dispatch keys too (torch_binding.cpp, check_cpu).
+themselves: they are registered for those dispatch keys too (torch_binding.cpp; check_cpu in
+torch-ext/common/checks.cpp).
 Two kinds of tensor never reach them: a nested tensor outside inference mode dispatches to
 AutogradNestedTensor first, and a quantized tensor to QuantizedCPU, keys the ops have no
 kernel for, so torch raised NotImplementedError ("Could not run ... with arguments from the
@@ -22,7 +23,7 @@ import torch
 
 from ._ops import add_op_namespace_prefix, ops
 
-# Every op that takes tensors (torch_binding.cpp's TORCH_LIBRARY block).
+# Every op that takes tensors (torch-ext/common/schemas.h).
 _OPS = ("verify_greedy", "accept", "warp", "sample", "accept_logits", "verify_batch",
         "verify_batch_probs", "_row_masses", "verify_tree", "verify_tree_probs", "_verify_tree_ints",
         "_verify_tree_probs_ints")
