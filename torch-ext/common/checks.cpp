@@ -165,13 +165,14 @@ std::vector<int64_t> checked_tokens(const char* op, const TensorView& t, int64_t
   return tokens;
 }
 
-const double* checked_uniforms(const char* op, const TensorView& uniforms, int64_t count, const std::string& expected,
-                               bool scalar, std::vector<double>* copy) {
+const double* checked_uniforms(const char* op, const TensorView& uniforms, int64_t count, const char* what,
+                               const char* note, bool scalar, std::vector<double>* copy) {
   check_cpu(op, "uniforms", uniforms);
   SV_CHECK_TYPE(uniforms.dtype == DType::kFloat64, "spec_verify.", op, ": uniforms must have dtype torch.float64, got ",
                 dtype_name(uniforms.dtype));
   SV_CHECK_VALUE(scalar ? uniforms.dim == 0 : (uniforms.dim == 1 && uniforms.size(0) == count), "spec_verify.", op,
-                 ": uniforms must have shape ", expected, ", got ", shape_of(uniforms));
+                 ": uniforms must have shape ", scalar ? "[] (one row)" : str("[", what, "] = [", count, "]", note),
+                 ", got ", shape_of(uniforms));
   const double* u = static_cast<const double*>(uniforms.data);
   if (!scalar && count > 1 && uniforms.stride(0) != 1) {
     *copy = values_of<double>(uniforms, count);

@@ -32,10 +32,10 @@ int64_t checked_k(const char* op, const TensorView& target, const char* name = "
 // The K draft tokens as int64 values in [0, V), read in place at their stride.
 std::vector<int64_t> checked_tokens(const char* op, const TensorView& t, int64_t k, int64_t vocab,
                                     const char* target_name = "target_probs");
-// `count` float64 uniforms in [0, 1) ([count], or [] for one when `scalar`): their values,
-// in place when contiguous, else copied into *copy.
-const double* checked_uniforms(const char* op, const TensorView& uniforms, int64_t count, const std::string& expected,
-                               bool scalar, std::vector<double>* copy);
+// `count` float64 uniforms in [0, 1) ([count], named "[<what>] = [count]<note>" in messages,
+// or [] for one when `scalar`): their values, in place when contiguous, else copied into *copy.
+const double* checked_uniforms(const char* op, const TensorView& uniforms, int64_t count, const char* what,
+                               const char* note, bool scalar, std::vector<double>* copy);
 // An op that draws, called without its uniforms where it needs them.
 [[noreturn]] void missing_uniforms(const char* op, int64_t count);
 // Note [Block verification]'s method by name.

@@ -50,19 +50,17 @@ const TensorView* view_of(const Opt<B>& t, TensorView* storage) {
   return storage;
 }
 
-// Given uniforms, checked: `count` of them ([count], or [] when `scalar`); null when none
-// were given and none are needed (`needed` false), else the op refuses the call.
+// Given uniforms, checked (checked_uniforms); null when none were given and none are needed
+// (`needed` false), else the op refuses the call.
 template <class B>
-const double* uniforms_of(const char* op, const Opt<B>& uniforms, int64_t count, bool needed, const std::string& expected,
-                          bool scalar, std::vector<double>* copy) {
+const double* uniforms_of(const char* op, const Opt<B>& uniforms, int64_t count, bool needed, const char* what,
+                          std::vector<double>* copy, bool scalar = false, const char* note = "") {
   if (!B::given(uniforms)) {
     if (needed) missing_uniforms(op, count);
     return nullptr;
   }
-  return checked_uniforms(op, B::view(*uniforms), count, expected, scalar, copy);
+  return checked_uniforms(op, B::view(*uniforms), count, what, note, scalar, copy);
 }
-
-inline std::string count_shape(const char* what, int64_t count) { return str("[", what, "] = [", count, "]"); }
 
 // ---- verify_greedy, accept, accept_logits: a chain of K draft tokens ------------------------
 
@@ -115,7 +113,7 @@ typename B::Pair accept(const typename B::Tensor& target_probs, const Opt<B>& dr
   const char* op = "accept";
   const RoundArgs<B> a = checked_round<B>(op, kProbs, target_probs, draft_probs, draft_tokens, B::text(method));
   std::vector<double> copy;
-  const double* u = uniforms_of<B>(op, uniforms, a.k + 1, true, count_shape("K+1", a.k + 1), false, &copy);
+  const double* u = uniforms_of<B>(op, uniforms, a.k + 1, true, "K+1", &copy);
   const sv::Outcome out = sv::accept_round(kernels(), rows_of(a.target.view), a.draft_rows(), a.tokens.data(), u, a.k,
                                            a.vocab, a.method);
   raise_if_bad(op, out);
@@ -131,7 +129,7 @@ typename B::Pair accept_logits(const typename B::Tensor& target_logits, const Op
   const RoundArgs<B> a = checked_round<B>(op, kLogits, target_logits, draft_logits, draft_tokens, B::text(method));
   const bool greedy = params.temperature == 0.0f;
   std::vector<double> copy;
-  const double* u = uniforms_of<B>(op, uniforms, a.k + 1, !greedy, count_shape("K+1", a.k + 1), false, &copy);
+  const double* u = uniforms_of<B>(op, uniforms, a.k + 1, !greedy, "K+1", &copy);
   const sv::KernelTable& kt = kernels();
   const sv::Outcome out =
       greedy ? sv::verify_greedy_round(kt, rows_of(a.target.view), a.tokens.data(), a.k, a.vocab, true)
@@ -210,8 +208,7 @@ typename B::Tensor sample(const typename B::Tensor& logits, double temperature, 
   const int64_t n = a.n, vocab = a.vocab;
   const bool one = a.rows.view.dim == 1;
   std::vector<double> copy;
-  const double* u = uniforms_of<B>(op, uniforms, n, a.params.temperature != 0.0f,
-                                   one ? std::string("[] (one row)") : count_shape("R", n), one, &copy);
+  const double* u = uniforms_of<B>(op, uniforms, n, a.params.temperature != 0.0f, "R", &copy, one);
   typename B::Tensor tokens = B::empty(a.rows.view.sizes, a.rows.view.dim - 1, DType::kInt64);
   int64_t* out = static_cast<int64_t*>(B::mutable_data(tokens));
   for (int64_t i = 0; i < n; ++i) {
@@ -243,7 +240,7 @@ typename B::Path verify_tree_any(const char* op, const RowNames& names, const ty
   std::optional<Dense<B>> draft_rows;
   if (d != nullptr) draft_rows = unit_stride<B>(*draft, *d);
   std::vector<double> copy;
-  const double* u = uniforms_of<B>(op, uniforms, a.n + 1, !greedy, count_shape("N+1", a.n + 1), false, &copy);
+  const double* u = uniforms_of<B>(op, uniforms, a.n + 1, !greedy, "N+1", &copy);
   std::vector<int64_t> path(static_cast<size_t>(a.n) + 1, -1);
   const sv::Outcome out = sv::tree_round(kernels(), rows_of(rows.view),
                                          draft_rows ? rows_of(draft_rows->view) : sv::Rows{nullptr, 0},
@@ -298,9 +295,8 @@ std::tuple<typename B::Tensor, typename B::Tensor> run_batch(const char* op, con
   std::vector<int64_t> uniform_begin(static_cast<size_t>(in.batch));
   const int64_t count = sv::batch_uniform_offsets(in, uniform_begin.data());
   std::vector<double> copy;
-  const double* u = uniforms_of<B>(op, uniforms, count, count > 0,
-                                   str(count_shape("U", count), " (K_b + 1 per sampled sequence, in batch order)"),
-                                   false, &copy);
+  const double* u = uniforms_of<B>(op, uniforms, count, count > 0, "U", &copy, false,
+                                   " (K_b + 1 per sampled sequence, in batch order)");
   const sv::KernelTable& kt = kernels();
   const int64_t sizes[2] = {in.batch, shape.width};
   typename B::Tensor out = B::empty(sizes, 2, DType::kInt64), accepted = B::empty(sizes, 1, DType::kInt64);
