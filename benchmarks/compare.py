@@ -349,28 +349,20 @@ def fixed_cost_case(sv, paths, seed):
         cols[f"verify_greedy:{p}"] = Column(f"verify_greedy:{p}", sv.verify_greedy, [(t, tok)], prepare=force)
         cols[f"accept:{p}"] = Column(f"accept:{p}", sv.accept, [(t, d, tok, gen)], prepare=force)
     # The breakdown, on the default path: the same ops without the Python wrapper (through
-    # the OpOverload, and through its builtin as the wrapper calls it in eager mode: with a
-    # torch.Generator, bare and inside DisableTorchFunctionSubclass, and with the default
-    # generator), the accept op with its uniforms given (no draw, no generator snapshot),
-    # the draw alone, and the cheapest call into this extension's op namespace (dispatch
-    # from Python).
+    # the OpOverload, and through its builtin as the wrapper calls it in eager mode), with
+    # their uniforms given (the ops draw nothing: the wrapper draws them, spec_verify/_uniforms.py),
+    # the draw alone, the generator snapshot a call takes to put the generator back if it
+    # raises, and the cheapest call into this extension's op namespace (dispatch from Python).
     ops = sv.ops
     gen = torch.Generator().manual_seed(seed)
     u = torch.rand(k + 1, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
     default = lambda: sv._force_isa("")  # noqa: E731
     builtin = ops.accept.default._op  # the op without OpOverload's Python frame
-
-    def builtin_no_subclass_tf(a, b, c, g):
-        with torch._C.DisableTorchFunctionSubclass():
-            return builtin(a, b, c, g)
     parts = {
         "raw verify_greedy": (ops.verify_greedy, (t, tok), default),
-        "raw accept": (ops.accept, (t, d, tok, gen), default),
-        "raw accept, default generator": (ops.accept, (t, d, tok, None), default),
-        "builtin accept": (builtin, (t, d, tok, gen), default),
-        "builtin accept, no subclass tf": (builtin_no_subclass_tf, (t, d, tok, gen), default),
-        "builtin accept, default gen.": (builtin, (t, d, tok, None), default),
-        "raw accept, uniforms given": (ops.accept, (t, d, tok, None, "token", u), default),
+        "raw accept, uniforms given": (ops.accept, (t, d, tok, u, "token"), default),
+        "builtin accept, uniforms given": (builtin, (t, d, tok, u, "token"), default),
+        "generator get_state()": (lambda g: g.get_state(), (gen,), None),
         "torch.rand(K+1) float64": (lambda n, g: torch.rand(n, dtype=torch.float64, generator=g),
                                     (k + 1, gen), None),
         "op isa() (dispatch only)": (ops.isa, (), None),

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Per-call cost of the ops through the stable-ABI build against torch_binding.cpp's build.
+"""Per-call cost of the ops through the stable-ABI build against the versioned (ATen) build.
 
     python benchmarks/stable_abi.py STABLE_BUILD_DIR VERSIONED_BUILD_DIR
 
@@ -10,10 +10,10 @@ alternately, several times; the report is the median of each case's per-call min
 
 Cases, at V = 32000 and K = 4 (rows as the README's benchmarks make them):
   verify_greedy          sv.verify_greedy(target, tokens): the native op, no generator
-  accept (generator)     sv.accept(target, draft, tokens, g): the stable build draws in Python
+  accept (generator)     sv.accept(target, draft, tokens, g): both draw in Python (_uniforms.py)
   decoder round greedy   one round of SpeculativeDecoder.generate (k = 4, the rows given),
   decoder round sampled  per round, less the callbacks (the same in both builds)
-The issue's bar: verify_greedy and a decoder round within 2 us a call of torch_binding.cpp's.
+The bar: verify_greedy and a decoder round within 2 us a call of the versioned build's.
 """
 from __future__ import annotations
 

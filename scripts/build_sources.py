@@ -70,20 +70,16 @@ def kernel_cpp(config: dict | None = None) -> list[str]:
 
 
 # The binding of the versioned variants (torch212-cxx11-*: scripts/variants.sh builds them):
-# the registry versioned/torch_binding.cpp and the files beside it, outside torch-ext/.
-# kernel-builder builds build.toml's stable-ABI binding only, so these are in no src list.
+# the shared code of torch-ext/common/ with the ATen backend and registry of versioned/.
+# kernel-builder builds build.toml's stable-ABI binding only, so versioned/ is in no src list.
 VERSIONED_BINDING = [
+    "torch-ext/common/schemas.h",
+    "torch-ext/common/view.h",
+    "torch-ext/common/checks.h",
+    "torch-ext/common/checks.cpp",
+    "torch-ext/common/ops.h",
+    "versioned/backend.h",
     "versioned/torch_binding.cpp",
-    "versioned/ops.h",
-    "versioned/checks.h",
-    "versioned/checks.cpp",
-    "versioned/generators.h",
-    "versioned/generators.cpp",
-    "versioned/logits_args.h",
-    "versioned/logits_args.cpp",
-    "versioned/logits.cpp",
-    "versioned/trees.cpp",
-    "versioned/batches.cpp",
 ]
 
 

@@ -76,6 +76,7 @@ def _families(sv):
     batch_target = torch.randn(4 + B, V)
     batch_probs = torch.rand(4 + B, V) + 0.01
     gens = [torch.Generator().manual_seed(i) for i in range(B)]
+    batch_u = torch.rand(4 + B, dtype=torch.float64)  # every sequence sampled: K_b + 1 each
 
     def raises(fn):
         def call():
@@ -115,11 +116,11 @@ def _families(sv):
         "verify_batch_probs": lambda: sv.verify_batch_probs(batch_probs, batch_tokens, cu, generator=g),
         "verify_batch_probs generators": lambda: sv.verify_batch_probs(batch_probs, batch_tokens, cu,
                                                                        generators=gens, method="block"),
-        "ops.accept": lambda: ops.accept(p, q, toks, g, "token"),
-        "ops.accept_logits": lambda: ops.accept_logits(logits, dlogits, toks, generator=g),
-        "ops.sample": lambda: ops.sample(logits, generator=g),
-        "ops.verify_tree": lambda: ops.verify_tree(tree_rows, tree_tokens, tree_parents, generator=g),
-        "ops.verify_batch": lambda: ops.verify_batch(batch_target, batch_tokens, cu, generators=gens),
+        "ops.accept": lambda: ops.accept(p, q, toks, u, "token"),
+        "ops.accept_logits": lambda: ops.accept_logits(logits, dlogits, toks, uniforms=u),
+        "ops.sample": lambda: ops.sample(logits, uniforms=u),
+        "ops.verify_tree": lambda: ops.verify_tree(tree_rows, tree_tokens, tree_parents, uniforms=u),
+        "ops.verify_batch": lambda: ops.verify_batch(batch_target, batch_tokens, cu, uniforms=batch_u),
         "ops.verify_greedy": lambda: ops.verify_greedy(p, toks),
     }
     return {name: (fn, 1) for name, fn in f.items()}

@@ -558,15 +558,20 @@ def test_example_batch_loop_equals_the_decoder(sv):
 def test_opcheck(sv):
     bt = random_batch(12, 6, 50, True, False)
     p, q = torch.softmax(bt.target, -1), torch.softmax(bt.draft, -1)
+    ks = (bt.cu - torch.cat([bt.cu.new_zeros(1), bt.cu[:-1]])).tolist()
+    # The uniforms of the sampled sequences, K_b + 1 each, in batch order (the Python layer draws them).
+    u = torch.rand(sum(k + 1 for k, t in zip(ks, bt.temperature.tolist()) if t != 0), dtype=torch.float64)
     for method in ("token", "block"):
         for draft in (bt.draft, None):
             torch.library.opcheck(sv.ops.verify_batch, (bt.target, bt.tokens, bt.cu, draft, bt.temperature, bt.top_k,
-                                                        bt.top_p, bt.min_p.float(), method, None, None))
+                                                        bt.top_p, bt.min_p.float(), method, u))
         for draft in (q, None):
             torch.library.opcheck(sv.ops.verify_batch_probs, (p, bt.tokens, bt.cu, draft, bt.temperature == 0,
-                                                              method, None, None))
-    torch.library.opcheck(sv.ops.verify_batch, (bt.target, bt.tokens, bt.cu))
-    torch.library.opcheck(sv.ops.verify_batch_probs, (p, bt.tokens, bt.cu))
+                                                              method, u))
+    every = torch.rand(sum(k + 1 for k in ks), dtype=torch.float64)  # every sequence sampled
+    torch.library.opcheck(sv.ops.verify_batch, (bt.target, bt.tokens, bt.cu, None, None, None, None, None, "token",
+                                                every))
+    torch.library.opcheck(sv.ops.verify_batch_probs, (p, bt.tokens, bt.cu, None, None, "token", every))
 
 
 def test_compile_fullgraph(sv):
@@ -593,6 +598,6 @@ def test_compile_fullgraph(sv):
 def test_sparse_and_nested_tensors_are_named(sv):
     bt = random_batch(15, 3, 16, True, False)
     with pytest.raises(TypeError, match=r"^spec_verify\.verify_batch: target_logits must be a dense \(strided\) tensor"):
-        sv.ops.verify_batch(bt.target.to_sparse(), bt.tokens, bt.cu)
+        sv.verify_batch(bt.target.to_sparse(), bt.tokens, bt.cu)
     with pytest.raises(TypeError, match=r"^spec_verify\.verify_batch_probs: draft_probs must be a dense"):
-        sv.ops.verify_batch_probs(bt.target.softmax(-1), bt.tokens, bt.cu, bt.draft.softmax(-1).to_sparse())
+        sv.verify_batch_probs(bt.target.softmax(-1), bt.tokens, bt.cu, draft_probs=bt.draft.softmax(-1).to_sparse())

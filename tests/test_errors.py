@@ -269,25 +269,28 @@ def test_non_dense_tensors_raise_type_error_naming_them(sv, layout, position, na
         assert torch.equal(g.get_state(), state)
 
 
-def test_ops_refuse_uniforms_with_a_generator(sv):
-    """Each op that draws takes `uniforms=None` last (the *_with_uniforms wrappers pass theirs
-    there): given, they decide the round, so a generator beside them is a ValueError, and
-    nothing is drawn from it."""
+def test_ops_take_uniforms_not_a_generator(sv):
+    """No op takes a generator: each op that samples takes `uniforms` where it took one (the
+    Python layer draws them: spec_verify/_uniforms.py). Given, they decide the round; a
+    generator in their place is refused by the op's schema, and nothing is drawn from it."""
     p, q, t = good()
     u = torch.full((K + 1,), 0.5, dtype=torch.float64)
     logits = p.log()
     tree = (torch.tensor([1, 2, 3]), torch.tensor([-1, 0, 1]))
     calls = {
-        "accept": lambda g: sv.ops.accept(p, q, t, g, "token", u),
-        "sample": lambda g: sv.ops.sample(logits, 1.0, 0, 1.0, 0.0, g, u),
-        "accept_logits": lambda g: sv.ops.accept_logits(logits, None, t, 1.0, 0, 1.0, 0.0, g, "token", u),
-        "verify_tree": lambda g: sv.ops.verify_tree(logits, *tree, None, 1.0, 0, 1.0, 0.0, g, u),
-        "verify_tree_probs": lambda g: sv.ops.verify_tree_probs(p, *tree, None, False, g, u),
+        "accept": lambda u: sv.ops.accept(p, q, t, u, "token"),
+        "sample": lambda u: sv.ops.sample(logits, 1.0, 0, 1.0, 0.0, u),
+        "accept_logits": lambda u: sv.ops.accept_logits(logits, None, t, 1.0, 0, 1.0, 0.0, u, "token"),
+        "verify_tree": lambda u: sv.ops.verify_tree(logits, *tree, None, 1.0, 0, 1.0, 0.0, u),
+        "verify_tree_probs": lambda u: sv.ops.verify_tree_probs(p, *tree, None, False, u),
     }
+    for name in list(calls) + ["_verify_tree_ints", "_verify_tree_probs_ints", "verify_batch", "verify_batch_probs"]:
+        schema = str(getattr(sv.ops, name).default._schema)
+        assert "Generator" not in schema and "Tensor? uniforms=None" in schema, schema
     for op, call in calls.items():
-        call(None)  # the uniforms alone: accepted
+        call(u)  # the uniforms alone: accepted
         g = torch.Generator().manual_seed(7)
         before = g.get_state()
-        with pytest.raises(ValueError, match=rf"^spec_verify\.{op}: pass uniforms or generator, not both"):
+        with pytest.raises(RuntimeError, match=r"uniforms"):
             call(g)
         assert torch.equal(g.get_state(), before), op

@@ -1,10 +1,11 @@
-"""The stable-ABI binding (torch-ext/stable/) against torch_binding.cpp: the same schemas, the
-sources build.toml gives kernel-builder, and, in the stable build, the ops that draw in
-Python (spec_verify/_stable.py) called directly through torch.ops as the other builds' are.
+"""The two builds of the one binding: the stable-ABI one (torch-ext/stable/) and the versioned
+one (versioned/), both ../common/ops.h's kernels over a backend, registering the one schema
+list (torch-ext/common/schemas.h); the sources build.toml gives kernel-builder; no Python
+function as an op's kernel.
 
 Results bit for bit: the whole test suite runs on the stable variant under torch 2.13 (`make
 pytest`), and scripts/variants.sh compares test_cross_arch.py's rounds under torch 2.12.1
-(torch_binding.cpp's variant) and torch 2.14.1 (the stable one) with those recorded here.
+(the versioned build's variant) and torch 2.14.1 (the stable one) with those recorded here.
 """
 from __future__ import annotations
 
@@ -18,51 +19,61 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import build as build_script  # noqa: E402  (scripts/build.py)
+import build_sources  # noqa: E402  (scripts/build_sources.py)
 
 STRING = r'"((?:[^"\\]|\\.)*)"'
-ANY_STRING = r'"(?:[^"\\]|\\.)*"'
+REGISTRIES = (ROOT / "torch-ext" / "stable" / "torch_binding.cpp", ROOT / "versioned" / "torch_binding.cpp")
 
 
-def versioned_schemas() -> list:
-    text = (ROOT / "versioned" / "torch_binding.cpp").read_text()
-    body = text[text.index("TORCH_LIBRARY_EXPAND"):]
-    return ["".join(re.findall(STRING, d)) for d in re.findall(r'ops\.def\(((?:' + ANY_STRING + r'\s*)+)', body)]
-
-
-def stable_table(name: str) -> list:
-    text = (ROOT / "torch-ext" / "stable" / "torch_binding.cpp").read_text()
-    block = text[text.index(f"{name}[] = {{"):]
+def schema_list() -> list:
+    """kSchemas of torch-ext/common/schemas.h, C string literals joined as the compiler joins
+    adjacent ones."""
+    text = (ROOT / "torch-ext" / "common" / "schemas.h").read_text()
+    block = text[text.index("kSchemas[] = {"):]
     block = block[: block.index("};")]
-    return re.findall(STRING, block)
+    return [bytes("".join(re.findall(STRING, item)), "utf-8").decode("unicode_escape")
+            for item in re.split(r",\s*\n", block.split("{", 1)[1]) if re.search(STRING, item)]
 
 
-def test_stable_schemas_are_torch_bindings_word_for_word():
-    want = versioned_schemas()
-    assert len(want) == 15
-    assert stable_table("kSchemas") == want
+def test_both_builds_register_the_one_schema_list():
+    schemas = schema_list()
+    assert len(schemas) == 15 and len({s.split("(")[0] for s in schemas}) == 15
+    for registry in REGISTRIES:
+        text = registry.read_text()
+        assert '#include "' in text and "schemas.h" in text, registry
+        # Every schema comes from the list: one loop over it, and no other def.
+        assert len(re.findall(r"for \(const char\* schema : svb::kSchemas\) ops\.def\(schema\);", text)) == 1, registry
+        assert len(re.findall(r"\.def\(", text)) == 1, registry
 
 
-def test_drawn_forms_are_the_generator_ops_with_their_uniforms():
-    public = {s.split("(")[0]: s for s in versioned_schemas()}
-    drawn = stable_table("kDrawnSchemas")
-    names = sorted(name for name, s in public.items() if "Generator?" in s)
-    assert len(names) == 9
-    assert sorted(s.split("(")[0] for s in drawn) == sorted(
-        ("_drawn" if n.startswith("_") else "_drawn_") + n for n in names)
-    for s in drawn:
-        name = s.split("(")[0]
-        base = name[len("_drawn"):] if name[len("_drawn"):] in public else name[len("_drawn_"):]
-        head, ret = public[base].rsplit(") ->", 1)
-        without_defaults = re.sub(r'=(\\"token\\"|[^,)]*)', "", head[len(base):])
-        assert s == name + without_defaults + ", Tensor _uniforms) ->" + ret
+def test_the_loaded_build_registers_the_list(sv):
+    """What the build in use (stable under torch 2.13+, versioned under 2.12 and the emulated
+    2.10) registered, schema for schema, is the list."""
+    namespace = sv._ops.add_op_namespace_prefix("x").split("::")[0]
+    for text in schema_list():
+        name = text.split("(")[0]
+        registered = getattr(sv.ops, name).default._schema
+        assert str(registered) == str(torch._C.parse_schema(f"{namespace}::{text}")), name
+
+
+def test_no_python_function_is_an_op_kernel(sv):
+    """Every op's kernels (CPU, the sparse and mkldnn layouts it refuses, the tensorless ops'
+    CompositeExplicitAutograd) are C++; Python registers only the fakes (Meta, _fakes.py) and
+    the nested and quantized refusals (_layouts.py), which raise before anything is read."""
+    for text in schema_list():
+        dump = torch._C._dispatch_dump(sv._ops.add_op_namespace_prefix(text.split("(")[0]))
+        kernels = dict(re.findall(r"^(\w+): registered at (\S+)", dump, re.M))
+        compute = {k: v for k, v in kernels.items() if k not in ("Meta", "AutogradNestedTensor", "QuantizedCPU")}
+        assert compute and all(re.search(r"\.cpp:\d+$", v) for v in compute.values()), (text, kernels)
 
 
 def test_build_toml_gives_kernel_builder_the_stable_binding():
     import tomllib
 
     config = tomllib.loads((ROOT / "build.toml").read_text())
-    stable = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "torch-ext" / "stable").glob("*.[ch]*"))
-    assert sorted(config["torch"]["src"]) == stable
+    files = lambda *dirs: sorted(str(p.relative_to(ROOT)) for d in dirs for p in (ROOT / d).glob("*.[ch]*"))  # noqa: E731
+    assert sorted(config["torch"]["src"]) == files("torch-ext/stable", "torch-ext/common")
+    assert sorted(build_sources.VERSIONED_BINDING) == files("versioned", "torch-ext/common")
     assert config["torch"]["stable-abi"] == {"cpu": build_script.STABLE_ABI}
 
 
@@ -94,31 +105,14 @@ def stable_build(sv) -> bool:
     return Path(sv.__file__).parent.name.startswith("torch-stable-abi")
 
 
-def test_the_ops_that_draw_work_through_torch_ops(sv):
-    """ops.accept and the other generator ops, called as ops (the dispatcher, then _stable.py's
-    kernel in the stable build), draw what the functions draw and leave the generator alike."""
-    g1, g2 = torch.Generator().manual_seed(7), torch.Generator().manual_seed(7)
-    p = torch.softmax(torch.randn(5, 40, generator=g1), -1)
-    q = torch.softmax(torch.randn(4, 40, generator=g2), -1)
-    g2.set_state(g1.get_state())
-    tokens = torch.tensor([3, 1, 4, 1])
-    assert tuple(sv.ops.accept(p, q, tokens, g1)) == tuple(sv.accept(p, q, tokens, g2))
-    assert tuple(sv.ops.accept_logits(p.log(), q.log(), tokens, 0.7, 0, 1.0, 0.0, g1)) == tuple(
-        sv.accept_logits(p.log(), q.log(), tokens, temperature=0.7, generator=g2))
-    assert torch.equal(sv.ops.sample(p.log(), 1.0, 0, 1.0, 0.0, g1), sv.sample(p.log(), generator=g2))
-    path1, x1 = sv.ops.verify_tree_probs(p, tokens, torch.tensor([-1, 0, 0, 1]), None, False, g1)
-    path2, x2 = sv.verify_tree_probs(p, tokens, [-1, 0, 0, 1], generator=g2)
-    assert path1.tolist() == path2.tolist() and x1 == x2
-    assert torch.equal(g1.get_state(), g2.get_state())
-
-
-def test_a_call_that_raises_through_torch_ops_leaves_the_generator(sv):
+def test_a_call_through_the_op_overload_that_raises_leaves_the_generator(sv):
+    """List tokens take the OpOverload (not the builtin): the draw and the restore are the same."""
     g = torch.Generator().manual_seed(3)
     p = torch.softmax(torch.randn(5, 40, generator=g), -1)
     p[0, 3] = float("nan")  # read only once the round reaches row 0's token 3
     before = g.get_state()
     with pytest.raises(ValueError, match=r"^spec_verify\.accept: target_probs\[0, 3\] = nan is NaN$"):
-        sv.ops.accept(p, None, torch.tensor([3, 1, 4, 1]), g)
+        sv.accept(p, None, [3, 1, 4, 1], g)
     assert torch.equal(g.get_state(), before)
 
 

@@ -16,12 +16,11 @@ def test_opcheck_every_op(sv):
     p, q, t = inputs()
     u = torch.rand(5, dtype=torch.float64)
     torch.library.opcheck(sv.ops.verify_greedy, (p, t))
-    torch.library.opcheck(sv.ops.accept, (p, q, t, None, "token", u))
-    torch.library.opcheck(sv.ops.accept, (p, q, t, None))
+    torch.library.opcheck(sv.ops.accept, (p, q, t, u, "token"))
+    torch.library.opcheck(sv.ops.accept, (p, q, t, u))
     for method in ("token", "block"):  # one-hot drafts (None) and block verification
-        torch.library.opcheck(sv.ops.accept, (p, None, t, None, method, u))
-        torch.library.opcheck(sv.ops.accept, (p, q, t, None, method, u))
-        torch.library.opcheck(sv.ops.accept, (p, None, t, None, method))
+        torch.library.opcheck(sv.ops.accept, (p, None, t, u, method))
+        torch.library.opcheck(sv.ops.accept, (p, q, t, u, method))
     torch.library.opcheck(sv.ops._row_masses, (p,))
 
 
@@ -34,18 +33,17 @@ def test_opcheck_logits_ops(sv):
     for params in ((0.8, 0, 0.9, 0.0), (1.0, 5, 1.0, 0.1), (0.0, 0, 1.0, 0.0)):
         torch.library.opcheck(sv.ops.warp, (target,) + params)
         torch.library.opcheck(sv.ops.warp, (target[0],) + params)
-        torch.library.opcheck(sv.ops.sample, (target,) + params + (None,))
-        # (None: the default generator, whose state opcheck restores between its runs; an
-        # explicit generator would advance between them and the outputs differ, as they should.)
-        torch.library.opcheck(sv.ops.sample, (target,) + params + (None, u))
-        torch.library.opcheck(sv.ops.sample, (target[0],) + params + (None, u[0]))
-        torch.library.opcheck(sv.ops.accept_logits, (target, draft, t) + params + (None,))
-        torch.library.opcheck(sv.ops.accept_logits, (target, draft, t) + params + (None, "token", u))
+        torch.library.opcheck(sv.ops.sample, (target,) + params + (u,))
+        torch.library.opcheck(sv.ops.sample, (target[0],) + params + (u[0],))
+        torch.library.opcheck(sv.ops.accept_logits, (target, draft, t) + params + (u,))
+        torch.library.opcheck(sv.ops.accept_logits, (target, draft, t) + params + (u, "token"))
         for d in (draft, None):
-            torch.library.opcheck(sv.ops.accept_logits, (target, d, t) + params + (None, "block", u))
-        torch.library.opcheck(sv.ops.accept_logits, (target, None, t) + params + (None,))
+            torch.library.opcheck(sv.ops.accept_logits, (target, d, t) + params + (u, "block"))
+        torch.library.opcheck(sv.ops.accept_logits, (target, None, t) + params + (u,))
+    # Temperature 0 draws nothing: the uniforms may be None.
+    torch.library.opcheck(sv.ops.sample, (target, 0.0, 0, 1.0, 0.0, None))
     torch.library.opcheck(sv.ops.accept_logits, (target, None, t, 0.0, 0, 1.0, 0.0, None))
-    torch.library.opcheck(sv.ops.accept_logits, (target, None, t, 0.0, 0, 1.0, 0.0, None, "token", u))
+    torch.library.opcheck(sv.ops.accept_logits, (target, None, t, 0.0, 0, 1.0, 0.0, u, "token"))
 
 
 def test_compile_logits_ops_fullgraph(sv):
@@ -102,9 +100,9 @@ def test_compile_accept_with_default_generator(sv):
 
 def test_eager_fast_path_keeps_torch_function(sv):
     """The eager wrappers call the op's builtin, with a generator inside
-    DisableTorchFunctionSubclass: a torch function mode still sees the call, with the
-    arguments as given, and torch function handling is on again afterwards, also after a
-    call that raises."""
+    DisableTorchFunctionSubclass: a torch function mode still sees the call (the draw from the
+    generator, then the op with the drawn uniforms), and torch function handling is on again
+    afterwards, also after a call that raises."""
     from torch.overrides import TorchFunctionMode
 
     p, q, t = inputs()
@@ -121,7 +119,8 @@ def test_eager_fast_path_keeps_torch_function(sv):
         g.manual_seed(1)
         assert sv.accept(p, q, t, g) == want
         sv.verify_greedy(p, t)
-    assert any("accept" in f and arg == "Generator" for f, arg in seen), seen
+    assert any("rand" in f for f, _ in seen), seen
+    assert any("accept" in f and arg == "Tensor" for f, arg in seen), seen
     assert any("verify_greedy" in f for f, _ in seen), seen
     assert torch._C._is_torch_function_enabled()
     bad = p.clone()

@@ -293,16 +293,17 @@ def test_opcheck_and_compile(sv):
     p, q = rows(5, 1), rows(5, 2)
     t, par = torch.tensor([1, 2, 3, 0]), torch.tensor([-1, -1, 0, 2])
     u = torch.rand(5, dtype=torch.float64)
-    # Given uniforms (what the *_with_uniforms wrappers pass), then drawn ones.
-    torch.library.opcheck(sv.ops.verify_tree_probs, (p, t, par, q, False, None, u))
-    torch.library.opcheck(sv.ops.verify_tree_probs, (p, t, par, None, False, None, u))
-    torch.library.opcheck(sv.ops.verify_tree, (p.log(), t, par, None, 0.8, 0, 0.9, 0.0, None, u))
-    torch.library.opcheck(sv.ops.verify_tree, (p.log(), t, par, q.log(), 0.8, 0, 1.0, 0.0, None))
+    # The uniforms given (the *_with_uniforms wrappers pass them), or drawn (the others).
+    torch.library.opcheck(sv.ops.verify_tree_probs, (p, t, par, q, False, u))
+    torch.library.opcheck(sv.ops.verify_tree_probs, (p, t, par, None, False, u))
+    torch.library.opcheck(sv.ops.verify_tree_probs, (p, t, par, None, True, None))  # greedy: none drawn
+    torch.library.opcheck(sv.ops.verify_tree, (p.log(), t, par, None, 0.8, 0, 0.9, 0.0, u))
+    torch.library.opcheck(sv.ops.verify_tree, (p.log(), t, par, q.log(), 0.8, 0, 1.0, 0.0, u))
     # The twins that take parents as a list of ints (what the wrappers call with a list).
-    torch.library.opcheck(sv.ops._verify_tree_probs_ints, (p, t, par.tolist(), q, False, None, u))
-    torch.library.opcheck(sv.ops._verify_tree_ints, (p.log(), t, par.tolist(), None, 0.8, 0, 0.9, 0.0, None, u))
-    torch.library.opcheck(sv.ops._verify_tree_ints, (p.log(), t, par.tolist(), q.log(), 0.8, 0, 1.0, 0.0, None))
-    torch.library.opcheck(sv.ops._verify_tree_probs_ints, (p, t, par.tolist(), q, False, None))
+    torch.library.opcheck(sv.ops._verify_tree_probs_ints, (p, t, par.tolist(), q, False, u))
+    torch.library.opcheck(sv.ops._verify_tree_ints, (p.log(), t, par.tolist(), None, 0.8, 0, 0.9, 0.0, u))
+    torch.library.opcheck(sv.ops._verify_tree_ints, (p.log(), t, par.tolist(), q.log(), 0.8, 0, 1.0, 0.0, u))
+    torch.library.opcheck(sv.ops._verify_tree_probs_ints, (p, t, par.tolist(), q, False, u))
 
     def f(p, q, u):
         path, x = sv.verify_tree_probs_with_uniforms(p, t, par, q, u)

@@ -13,16 +13,16 @@ chooses between them. The builtin skips two costs of a Python call into an op
    torch.Generator have no override; torch function modes still apply).
 Under torch.compile the wrappers call the OpOverload, which Dynamo traces.
 
-In the stable-ABI build (torch-stable-abi213-*), the ops that take a generator run their
-Python kernels (_stable.py), which are then their builtins; every other op's type errors
-become TypeErrors again (`_stable.typed`). The OpOverloads stay what torch.compile traces.
+The ops that sample take uniforms, not a generator: their handles are `_uniforms`' adapters
+around the builtin and the OpOverload, which draw from the generator the wrappers pass. Every
+handle raises the ops' errors as the Python API raises them (`_errors`).
 """
 from __future__ import annotations
 
 import torch
 
-from . import _stable
-from ._ops import add_op_namespace_prefix, ops
+from . import _errors, _uniforms
+from ._ops import ops
 
 _Generator = torch.Generator
 _no_subclass_torch_function = torch._C.DisableTorchFunctionSubclass
@@ -62,15 +62,13 @@ _NAMES = ("verify_greedy", "accept", "warp", "sample", "accept_logits", "verify_
 
 def _handles() -> dict:
     found = {}
-    kernels = _stable.register(ops, add_op_namespace_prefix) if _stable.is_stable(ops) else None
     for name in _NAMES:
         overload = getattr(ops, name).default
-        if kernels is None:
-            found[name] = _Op(overload, overload._op)
-        elif name in kernels:
-            found[name] = _Op(overload, kernels[name])
+        adapter = _uniforms.ADAPTERS.get(name)
+        if adapter is None:
+            found[name] = _Op(_errors.typed(overload), _errors.typed(overload._op))
         else:
-            found[name] = _Op(_stable.typed(overload), _stable.typed(overload._op))
+            found[name] = _Op(adapter(overload), adapter(overload._op))
     return found
 
 

@@ -13,13 +13,13 @@ import torch
 
 from ._api import (Tokens, _Tensor, _check_generator, _check_method, _check_on_cpu, _token_tensor, _uint64,
                    _vocab)
-from . import _stable
+from . import _errors
 from ._calls import ACCEPT, VERIFY_GREEDY, _call, _Generator
 from ._ops import ops
 
-# The path queries raise ValueErrors on every torch (_stable.typed: torch 2.15 hands a stable
+# The path queries raise ValueErrors on every torch (_errors.typed: torch 2.15 hands a stable
 # kernel's errors to Python as RuntimeErrors).
-_isa, _force = _stable.typed(ops.isa), _stable.typed(ops._force_isa)
+_isa, _force = _errors.typed(ops.isa), _errors.typed(ops._force_isa)
 
 def verify_greedy(target_probs: torch.Tensor, draft_tokens: Tokens) -> Tuple[int, int]:
     """Greedy (temperature 0) verification of K draft tokens.

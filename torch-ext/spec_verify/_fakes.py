@@ -15,7 +15,7 @@ def _verify_greedy_fake(target_probs, draft_tokens):
 
 
 @torch.library.register_fake(add_op_namespace_prefix("accept"))
-def _accept_fake(target_probs, draft_probs, draft_tokens, generator=None, method="token", uniforms=None):
+def _accept_fake(target_probs, draft_probs, draft_tokens, uniforms=None, method="token"):
     ctx = torch.library.get_ctx()
     return ctx.new_dynamic_size(), ctx.new_dynamic_size()
 
@@ -31,13 +31,13 @@ def _warp_fake(logits, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0):
 
 
 @torch.library.register_fake(add_op_namespace_prefix("sample"))
-def _sample_fake(logits, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, generator=None, uniforms=None):
+def _sample_fake(logits, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, uniforms=None):
     return logits.new_empty(logits.shape[:-1], dtype=torch.int64)
 
 
 @torch.library.register_fake(add_op_namespace_prefix("accept_logits"))
 def _accept_logits_fake(target_logits, draft_logits, draft_tokens, temperature=1.0, top_k=0, top_p=1.0,
-                        min_p=0.0, generator=None, method="token", uniforms=None):
+                        min_p=0.0, uniforms=None, method="token"):
     ctx = torch.library.get_ctx()
     return ctx.new_dynamic_size(), ctx.new_dynamic_size()
 
@@ -54,7 +54,7 @@ for _name in ("verify_tree", "verify_tree_probs"):
 
 @torch.library.register_fake(add_op_namespace_prefix("verify_batch"))
 def _verify_batch_fake(target_logits, draft_tokens, cu_num_draft_tokens, draft_logits=None, temperature=None,
-                       top_k=None, top_p=None, min_p=None, method="token", generator=None, generators=None):
+                       top_k=None, top_p=None, min_p=None, method="token", uniforms=None):
     # The width, max K_b + 1, depends on the values of cu_num_draft_tokens.
     width = torch.library.get_ctx().new_dynamic_size(min=1)
     batch = cu_num_draft_tokens.shape[0]
@@ -64,7 +64,7 @@ def _verify_batch_fake(target_logits, draft_tokens, cu_num_draft_tokens, draft_l
 
 @torch.library.register_fake(add_op_namespace_prefix("verify_batch_probs"))
 def _verify_batch_probs_fake(target_probs, draft_tokens, cu_num_draft_tokens, draft_probs=None, greedy=None,
-                             method="token", generator=None, generators=None):
+                             method="token", uniforms=None):
     width = torch.library.get_ctx().new_dynamic_size(min=1)
     batch = cu_num_draft_tokens.shape[0]
     return (target_probs.new_empty((batch, width), dtype=torch.int64),

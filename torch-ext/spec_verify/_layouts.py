@@ -1,7 +1,8 @@
 """Nested and quantized tensors in: the README's TypeError, not torch's dispatcher error.
 
 The ops' C++ kernels refuse sparse, CSR, mkldnn and (under inference mode) nested tensors
-themselves: they are registered for those dispatch keys too (torch_binding.cpp, check_cpu).
+themselves: they are registered for those dispatch keys too (torch_binding.cpp; check_cpu in
+torch-ext/common/checks.cpp).
 Two kinds of tensor never reach them: a nested tensor outside inference mode dispatches to
 AutogradNestedTensor first, and a quantized tensor to QuantizedCPU, keys the ops have no
 kernel for, so torch raised NotImplementedError ("Could not run ... with arguments from the
@@ -22,27 +23,15 @@ import torch
 
 from ._ops import add_op_namespace_prefix, ops
 
-# Every op that takes tensors (torch_binding.cpp's TORCH_LIBRARY block).
+# Every op that takes tensors (torch-ext/common/schemas.h).
 _OPS = ("verify_greedy", "accept", "warp", "sample", "accept_logits", "verify_batch",
         "verify_batch_probs", "_row_masses", "verify_tree", "verify_tree_probs", "_verify_tree_ints",
         "_verify_tree_probs_ints")
 _KEYS = ("AutogradNestedTensor", "QuantizedCPU")
 
 
-def _has_op(name: str) -> bool:
-    try:
-        getattr(ops, name)
-    except (AttributeError, RuntimeError):
-        return False
-    return True
-
-
 def _public(op: str) -> str:
-    """The name users call: the tree ops' _ints twins and the stable build's _drawn_ forms
-    are internal."""
-    if op.startswith("_drawn_"):
-        op = op[len("_drawn_"):]
-        return op[:-len("_ints")] if op.endswith("_ints") else op
+    """The name users call: the tree ops' _ints twins are internal."""
     if op.startswith("_verify_tree") and op.endswith("_ints"):
         return op[1:-len("_ints")]
     return op
@@ -63,8 +52,7 @@ def refusal(op: str, name: str, t: torch.Tensor) -> Optional[str]:
 def _refusing_kernel(op: str, names):
     def kernel(*args, **kwargs):
         given = list(zip(names, args)) + list(kwargs.items())
-        # With its uniforms given, an op is the call of a *_with_uniforms function.
-        public = _public(op) + ("_with_uniforms" if dict(given).get("uniforms") is not None else "")
+        public = _public(op)  # a *_with_uniforms call's adapter renames it (_errors.api_error)
         for name, value in given:
             for t in value if isinstance(value, (list, tuple)) else (value,):
                 if isinstance(t, torch.Tensor):
@@ -81,12 +69,7 @@ def _refusing_kernel(op: str, names):
 # package under another module name (the same extension, so the same op namespace) finds
 # the kernels there and registers nothing: the dispatcher refuses a second kernel for a key.
 _library = torch.library.Library(add_op_namespace_prefix("x").split("::")[0], "IMPL")
-# The stable-ABI build's ops that take a generator draw in Python (_stable.py) and call a
-# native _drawn_ form, which gets the same refusal.
-_DRAWN = tuple(f"_drawn_{op}" for op in ("accept", "sample", "accept_logits", "verify_tree",
-                                        "verify_tree_probs", "verify_tree_ints", "verify_tree_probs_ints",
-                                        "verify_batch", "verify_batch_probs") if _has_op(f"_drawn_{op}"))
-for _op in _OPS + _DRAWN:
+for _op in _OPS:
     _names = [a.name for a in getattr(ops, _op).default._schema.arguments]
     for _key in _KEYS:
         if not torch._C._dispatch_has_kernel_for_dispatch_key(add_op_namespace_prefix(_op), _key):
