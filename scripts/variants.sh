@@ -60,9 +60,6 @@ TEST_FILES=(tests/test_greedy.py tests/test_errors.py tests/test_logits_errors.p
             tests/test_paths.py tests/test_torch_integration.py tests/test_law.py tests/test_half_rows.py
             tests/test_logits_law.py tests/test_one_hot_block_law.py tests/test_tree.py tests/test_uniforms.py
             tests/test_batch.py tests/test_shared_generators.py)
-# Dynamo of torch 2.12 fails (IndexError) on the Warping a scalar per-sequence parameter
-# builds inside verify_batch (_batches._per_sequence) under torch.compile: left out until fixed.
-DESELECT=(--deselect tests/test_batch.py::test_compile_fullgraph)
 export LOCAL_KERNELS="phanerozoic/spec-verify=$PWD/build"
 unset SPEC_VERIFY_ISA
 
@@ -203,8 +200,7 @@ test_x86() {
     read -r torch kernels <<<"$t"
     python=$(torch_venv "$torch" "$kernels")
     log "op-level tests under torch $torch (kernels $kernels), and the rounds against the record"
-    SPEC_VERIFY_REQUIRE_REFERENCE=1 "$python" -m pytest -q -p no:cacheprovider "${TEST_FILES[@]}" tests/test_cross_arch.py \
-      "${DESELECT[@]}"
+    SPEC_VERIFY_REQUIRE_REFERENCE=1 "$python" -m pytest -q -p no:cacheprovider "${TEST_FILES[@]}" tests/test_cross_arch.py
   done
   log "examples/demo.py as written under torch ${TORCH_VENVS[-1]% *}"
   nice -n 10 "$python" examples/demo.py >/dev/null

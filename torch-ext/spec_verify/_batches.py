@@ -27,7 +27,12 @@ def _per_sequence(op: str, name: str, value, batch: int, integer: bool):
         except (TypeError, ValueError, RuntimeError) as e:
             raise TypeError(f"spec_verify.{op}: {name} must be a tensor, a list of numbers or one number, "
                             f"got a list torch cannot convert ({e})") from None
-    number = getattr(Warping(**{name: value}, what=f"spec_verify.{op}"), name)
+    # The other fields at their defaults, positionally: torch 2.12's Dynamo fails on the
+    # keyword form (Warping(**{name: value})) under torch.compile.
+    fields = [1.0, 0, 1.0, 0.0]
+    at = Warping._fields.index(name)
+    fields[at] = value
+    number = Warping(fields[0], fields[1], fields[2], fields[3], what=f"spec_verify.{op}")[at]
     return torch.full((batch,), number, dtype=torch.int64 if integer else torch.float64)
 
 
