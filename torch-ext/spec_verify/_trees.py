@@ -103,12 +103,17 @@ def verify_tree(
             (`parents[j]` outside `[-1, j)`); repeated sibling tokens without draft rows. A call
             that raises leaves the generator as it was.
     """
-    temperature, top_k, top_p, min_p = Warping(temperature, top_k, top_p, min_p, what="spec_verify.verify_tree")
+    warping = Warping(temperature, top_k, top_p, min_p, what="spec_verify.verify_tree")
+    return _verify_tree(target_logits, tokens, parents, draft_logits, warping, generator)
+
+
+def _verify_tree(target_logits, tokens, parents, draft_logits, warping: Warping, generator):
+    """`verify_tree` with its parameters already checked (a `Warping`): the tree decoder's rounds."""
     _check_generator("spec_verify.verify_tree", generator)
     tokens, parents, fast = _tree_args("verify_tree", target_logits, tokens, parents, draft_logits,
                                        ("target_logits", "draft_logits"), generator)
     return _call(VERIFY_TREE_INTS if type(parents) is list else VERIFY_TREE, fast, generator, target_logits, tokens,
-                 parents, draft_logits, temperature, top_k, top_p, min_p, generator)
+                 parents, draft_logits, *warping, generator)
 
 
 def verify_tree_with_uniforms(

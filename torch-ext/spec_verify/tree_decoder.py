@@ -37,7 +37,7 @@ import torch
 from ._api import _flag, _index, _kind, _token_tensor
 from ._decoding import Decoder, _check_callbacks, _check_rows, _check_token_range, _culprit, _dense, _now
 from ._stats import TreeDecodeStats
-from ._trees import verify_tree, verify_tree_probs
+from ._trees import _verify_tree, verify_tree_probs
 from ._warping import Warping
 
 DraftTree = Callable[[List[int]], Tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]]
@@ -186,12 +186,10 @@ class TreeDecoder(Decoder):
 
     def _default_verifier(self) -> TreeVerifier:
         if self.warping is not None:
-            # verify_tree, public, checks the parameters again (its fast path: a few type
-            # tests a round); _trees.py has no entry that takes a checked Warping yet.
-            params = self.warping._asdict()
+            warping = self.warping  # checked once, at construction
 
             def verify(rows, draft_rows, tokens, parents, generator):
-                return verify_tree(rows, tokens, parents, draft_rows, **params, generator=generator)
+                return _verify_tree(rows, tokens, parents, draft_rows, warping, generator)
         else:
             greedy = self.greedy
 
