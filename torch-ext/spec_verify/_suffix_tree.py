@@ -112,20 +112,7 @@ class TreeSchedule(AdaptiveSchedule):
             reach.append((self.calibrated_side(e) if side else self.calibrated(e)) * (reach[p] if p >= 0 else 1.0))
         order = sorted(range(len(reach)), key=lambda j: (-reach[j], j))
         ranked = [reach[j] for j in order]
-        ratios = self._target_ratios(len(reach) + 1)
-        n = _best_tree_size(ranked, ratios, self.margin)
-        if n == 0 and self._prefill_token is not None:
-            self._since_recheck += 1
-            if self._since_recheck >= self._recheck_gap:
-                self._since_recheck, self._recheck_gap = 0, min(2 * self._recheck_gap, 256)
-                low = [1.0 + self._prefill_token * i for i in range(len(reach) + 1)]
-                n = _best_tree_size(ranked, low, self.margin)
-                n = n if n and ratios[n] > low[n] else 0
-                self._rechecking = n > 0
-        elif n:
-            self._since_recheck = 0
-        if n:
-            self._since_plain += 1
+        n = self._cut(len(reach), lambda ratios: _best_tree_size(ranked, ratios, self.margin))
         return sorted(order[:n])
 
     def reset(self) -> None:

@@ -373,15 +373,21 @@ class AdaptiveSchedule:
         alphas = [self.calibrated(e) for e in confidences]
         if not alphas or self._c1 is None:
             return 0
-        ratios = self._target_ratios(len(alphas) + 1)
-        n = _best_length(alphas, ratios, self.margin)
+        return self._cut(len(alphas), lambda ratios: _best_length(alphas, ratios, self.margin))
+
+    def _cut(self, size: int, best: Callable[[List[float]], int]) -> int:
+        # What a chain's cut and a tree's cut (TreeSchedule.cut_tree) share: `best(ratios)`
+        # is the size of highest rate on those costs (0..size positions after the first);
+        # after 16, 32, ... 256 cuts to 0 in a row a recheck takes the size that would pay at
+        # the prompt's cost per position, if the measured cost is above that.
+        ratios = self._target_ratios(size + 1)
+        n = best(ratios)
         if n == 0 and self._prefill_token is not None:
             self._since_recheck += 1
             if self._since_recheck >= self._recheck_gap:
                 self._since_recheck, self._recheck_gap = 0, min(2 * self._recheck_gap, 256)
-                floor = self._prefill_token
-                low = [1.0 + floor * i for i in range(len(alphas) + 1)]
-                n = _best_length(alphas, low, self.margin)
+                low = [1.0 + self._prefill_token * i for i in range(size + 1)]
+                n = best(low)
                 n = n if n and ratios[n] > low[n] else 0
                 self._rechecking = n > 0
         elif n:
