@@ -29,7 +29,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from ._suffix_trie import Locus, _rank
 from .prompt_lookup import _extends
-from .schedule import _CAL_DECAY, _CAL_PRIOR, CALIBRATION_BUCKETS, AdaptiveSchedule
+from .schedule import _CAL_DECAY, _CAL_PRIOR, CALIBRATION_BUCKETS, AdaptiveSchedule, schedule_arg
 from .suffix import SuffixDrafter, _depth, _positive
 
 
@@ -260,16 +260,9 @@ class SuffixTreeDrafter(SuffixDrafter):
         super().__init__(cache, max_depth=max_depth, min_token_prob=min_token_prob,
                          max_spec_factor=max_spec_factor, max_spec_offset=max_spec_offset)
         self.max_nodes = _positive(max_nodes, "SuffixTreeDrafter: max_nodes", 1)
-        if isinstance(schedule, TreeSchedule):
-            self.schedule: Optional[TreeSchedule] = schedule
-        elif not isinstance(schedule, str):
-            raise TypeError(f"SuffixTreeDrafter: schedule must be \"adaptive\", \"constant\" or a TreeSchedule, "
-                            f"got {type(schedule).__name__}")
-        elif schedule not in ("adaptive", "constant"):
-            raise ValueError(f"SuffixTreeDrafter: schedule must be \"adaptive\", \"constant\" or a TreeSchedule, "
-                             f"got {schedule!r}")
-        else:
-            self.schedule = TreeSchedule() if schedule == "adaptive" else None
+        schedule = schedule_arg("SuffixTreeDrafter", schedule, TreeSchedule, "a")
+        self.schedule: Optional[TreeSchedule] = (TreeSchedule() if schedule == "adaptive" else
+                                                 None if schedule == "constant" else schedule)
         if self.schedule is not None:
             self.schedule.k_max = self.max_nodes
         self.rounds: Dict[str, int] = {"none": 0, "chain": 0, "tree": 0}

@@ -58,7 +58,7 @@ from ._decoding import (Decoder, _check_callbacks, _check_rows, _check_token_ran
 from ._from_logits import sampling_draft_step
 from ._stats import DecodeStats
 from ._warping import Warping
-from .schedule import AdaptiveSchedule
+from .schedule import AdaptiveSchedule, schedule_arg
 
 DraftStep = Callable[[List[int], int], Tuple[torch.Tensor, Optional[torch.Tensor]]]
 TargetStep = Callable[[List[int], torch.Tensor], torch.Tensor]
@@ -89,17 +89,10 @@ def _greedy_verifier(target_rows, draft_probs, tokens, generator):
 
 def _schedule(what: str, schedule, k: int, draft_step) -> Optional[AdaptiveSchedule]:
     """The decoder's schedule: an AdaptiveSchedule of its own, or None for "constant"."""
-    if isinstance(schedule, AdaptiveSchedule):
-        chosen = schedule
-    elif not isinstance(schedule, str):
-        raise TypeError(f"{what}: schedule must be \"adaptive\", \"constant\" or an AdaptiveSchedule, got "
-                        f"{type(schedule).__name__}")
-    elif schedule not in ("adaptive", "constant"):
-        raise ValueError(f"{what}: schedule must be \"adaptive\", \"constant\" or an AdaptiveSchedule, got "
-                         f"{schedule!r}")
-    elif schedule == "constant" or k == 0:
+    chosen = schedule_arg(what, schedule, AdaptiveSchedule)
+    if chosen == "constant" or (chosen == "adaptive" and k == 0):
         return None
-    else:
+    if chosen == "adaptive":
         chosen = AdaptiveSchedule()
     chosen.k_max = k
     chosen.shadowable = getattr(draft_step, "shadowable", False) is True

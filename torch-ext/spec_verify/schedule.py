@@ -88,6 +88,24 @@ CALIBRATION_BUCKETS = 10
 _CAL_DECAY = 0.98
 _CAL_PRIOR = 2.0
 
+def schedule_arg(what: str, schedule, kind: type, article: str = "an"):
+    """A `schedule=` argument checked: the instance of `kind` given, else "adaptive" or
+    "constant" (the decoders and `SuffixTreeDrafter` share it; `article` for the message).
+
+    Raises:
+        TypeError: neither a string nor a `kind`.
+        ValueError: another string.
+    """
+    if isinstance(schedule, kind):
+        return schedule
+    expected = f"\"adaptive\", \"constant\" or {article} {kind.__name__}"
+    if not isinstance(schedule, str):
+        raise TypeError(f"{what}: schedule must be {expected}, got {type(schedule).__name__}")
+    if schedule not in ("adaptive", "constant"):
+        raise ValueError(f"{what}: schedule must be {expected}, got {schedule!r}")
+    return schedule
+
+
 REASONS = ("prefill", "measure", "pays", "refresh", "no gain", "recheck", "probe", "never pays", "max_new",
            "constant", "confidence")
 
