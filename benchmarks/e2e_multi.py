@@ -335,21 +335,24 @@ def summarize(cell: dict, runs):
     return rows
 
 
-def replay_drafters(sv):
-    """The drafters the oracle replays: name -> a fresh drafter."""
+def replay_drafters(sv, curve):
+    """The drafters the oracle replays: name -> a fresh drafter (`curve`: the measured c(n))."""
     out = {"lookup": lambda: oracle.CurrentLookup(sv), "lookup + earlier outputs": lambda: oracle.HistoryLookup(sv)}
     if hasattr(sv, "SuffixDrafter"):
-        out["suffix"] = lambda: suffix_replay_drafter(sv)
+        out["suffix"] = lambda: suffix_replay_drafter(sv, curve)
         # Its candidates without its cuts (no confidence threshold, up to 16 tokens after a
         # match of one): what the cuts give up, since the oracle never pays for a long proposal.
-        out["suffix, uncut"] = lambda: suffix_replay_drafter(sv, min_token_prob=0.0, max_spec_factor=16.0)
+        out["suffix, uncut"] = lambda: suffix_replay_drafter(sv, curve, min_token_prob=0.0, max_spec_factor=16.0)
     return out
 
 
-def suffix_replay_drafter(sv, **knobs):
-    """The package's suffix drafter with its own process-wide cache, told each finished request."""
+def suffix_replay_drafter(sv, curve, **knobs):
+    """The package's suffix drafter with its own process-wide cache, told each finished request,
+    and told what a scored position costs on the measured curve (its default length cap then
+    is the one the live decoder reaches once it has measured the curve)."""
     cache = sv.SuffixCache(**SUFFIX_CACHE)
     drafter = sv.SuffixDrafter(cache, **knobs)
+    drafter.position_cost = (oracle.cost_at(curve, 17) - curve[1]) / (16 * curve[1])
     return oracle.StepDrafter("suffix", drafter,
                               finish=lambda prompt, output: drafter.end_generation(prompt + output, len(prompt)))
 
@@ -360,7 +363,7 @@ def oracle_rows(sv, cell: dict, prompts, runs, curve):
     # Plain's prefill: the first token's time less one step, over the workload.
     prefill = sum(max(r["first"] - curve[1], 0.0) for r in runs[0]["plain"])
     rows = []
-    for name, make in replay_drafters(sv).items():
+    for name, make in replay_drafters(sv, curve).items():
         res = oracle.replay(make(), prompts, outputs, curve)
         rows.append(dict(cell, drafter=name, decode=res["decode"], whole=oracle.whole_run_ceiling(res, prefill),
                          per_request=res["per_request"], draft_ms=1e3 * res["draft_seconds"],

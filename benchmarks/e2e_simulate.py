@@ -124,7 +124,7 @@ class Clock:
 class TimedDrafter:
     """The drafter under test, charged DRAFT seconds a call on the clock (its real time is
     kept in `real`); every attribute the decoder reads (`confidences`, `shadowable`,
-    `end_generation`) is the drafter's own."""
+    `end_generation`) or sets (`position_cost`) is the drafter's own."""
 
     def __init__(self, drafter, clock: Clock, seconds: float):
         self.drafter, self.clock, self.seconds, self.real, self.calls = drafter, clock, seconds, 0.0, 0
@@ -139,6 +139,12 @@ class TimedDrafter:
 
     def __getattr__(self, name):
         return getattr(self.drafter, name)
+
+    def __setattr__(self, name, value):
+        if name == "position_cost":
+            setattr(self.drafter, name, value)
+        else:
+            super().__setattr__(name, value)
 
 
 def recorded_target(torch, clock: Clock, curve, vocab: int, request: dict):

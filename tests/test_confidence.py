@@ -206,3 +206,31 @@ def test_costs_and_calibration_carry_across_generations(sv):
     assert first.schedule_reasons.get("measure") == 1 and "measure" not in second.schedule_reasons
     assert sum(second.chosen_length_counts[1:]) - 1 <= second.chosen_length_counts[3]
     assert second.calibration[-1]["weight"] > first.calibration[-1]["weight"]
+
+
+def test_the_schedule_estimates_what_a_position_costs(sv):
+    assert sv.AdaptiveSchedule().position_cost(16) is None  # nothing measured
+    for slope in (0.02, 0.3, 1.0):
+        assert measured(sv, slope).position_cost(16) == pytest.approx(slope, rel=1e-9)
+
+
+@pytest.mark.parametrize("slope", [0.02, 0.5])
+def test_the_decoder_tells_the_drafter_what_a_position_costs(sv, slope):
+    class Recording(sv.SuffixDrafter):
+        def __call__(self, prefix, k):
+            seen.append(self.position_cost)
+            return super().__call__(prefix, k)
+
+    seen = []
+    target = ToyLM(16, seed=3, sharpness=3.0)
+    clock = SimClock()
+    step = timed_target(target, clock, lambda n: 0.001 * (1 + slope * (n - 1)), prefill=0.001 * slope)
+    dec = sv.SpeculativeDecoder(Recording(cache=False), step, k=16, schedule=sv.AdaptiveSchedule(clock=clock))
+    prompt = [1, 2, 3, 4, 5, 6, 1, 2, 3]
+    assert dec.generate(prompt, max_new=80) == target.greedy_decode(prompt, 80)
+    # The first draft call comes before c(1) is measured; then the schedule's prior (a
+    # position at half a step) until a call of several positions is measured; then the slope.
+    assert seen[0] is None and len(seen) > 10
+    first = next(i for i, c in enumerate(seen) if i and c == pytest.approx(slope, rel=1e-6))
+    assert all(c == pytest.approx(max(0.5, slope)) for c in seen[1:first]), seen
+    assert all(c == pytest.approx(slope, rel=1e-6) for c in seen[first:]), seen

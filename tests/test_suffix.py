@@ -246,6 +246,26 @@ def test_estimates_converge_to_the_continuation_probabilities(sv, table, should_
     assert (max(errors) < 0.04) == should_match, errors
 
 
+@pytest.mark.parametrize("cost,factor", [(None, 1.0), (0.5, 1.0), (0.1, 1.0), (0.099, 4.0), (0.0, 4.0)])
+def test_the_default_length_cap_follows_what_a_position_costs(sv, cost, factor):
+    # max_spec_factor=None: 4 times the match's length where one more scored position costs
+    # under a tenth of a step (`position_cost`, which the decoder sets), else once.
+    rng = random.Random(11)
+    longer = 0  # proposals past the first match's length: only a factor of 4 makes them
+    for stream in streams(3):
+        drafter = sv.SuffixDrafter(cache=False)
+        drafter.position_cost = cost
+        end = 2
+        while end <= len(stream):
+            k = rng.choice([1, 3, 8, 16])
+            got = drafter(stream[:end], k)
+            want, _ = reference(stream[:end], [], k, 24, 24, 0.1, factor, 0)
+            assert got == (want, None), f"prefix length {end}, k = {k}"
+            longer += len(want) > drafter.match_length
+            end += rng.choice([1, 2, 5])
+    assert (longer > 0) == (factor == 4.0), longer
+
+
 def test_bad_arguments_are_refused(sv):
     for make, err, msg in [
         (lambda: sv.SuffixDrafter(cache=3), TypeError, "cache must be a SuffixCache, None or False"),

@@ -70,7 +70,7 @@ def test_from_logits_greedy_with_the_suffix_drafter(sv):
     assert len(dec.draft_step.cache) == 3
 
 
-def law_counts(sv, vocab, k, seed, stop=None, verifier=None, adaptive=True):
+def law_counts(sv, vocab, k, seed, stop=None, verifier=None, adaptive=True, factor=2.0, slope=0.1):
     target = ToyLM(vocab, seed=seed, sharpness=1.0)
     law = sequence_law(target, PROMPT, MAX_NEW, stop)
     cells = {seq: i for i, seq in enumerate(sorted(law))}
@@ -78,10 +78,10 @@ def law_counts(sv, vocab, k, seed, stop=None, verifier=None, adaptive=True):
     # A cache filled by earlier requests (of the target's own kind of text), which every
     # generation below extends, dropping its oldest request past 64.
     cache = filled_cache(sv, vocab, seed, requests=64, length=12, max_requests=64)
-    drafter = sv.SuffixDrafter(cache, max_depth=4, min_token_prob=0.02, max_spec_factor=2.0)
+    drafter = sv.SuffixDrafter(cache, max_depth=4, min_token_prob=0.02, max_spec_factor=factor)
     if adaptive:  # costs under which the confidence cut varies from round to round
         clock = SimClock()
-        target_step = timed_target(target, clock, lambda n: 0.001 * (1 + 0.1 * (n - 1)), prefill=0.00005)
+        target_step = timed_target(target, clock, lambda n: 0.001 * (1 + slope * (n - 1)), prefill=0.00005)
         schedule = sv.AdaptiveSchedule(clock=clock)
     else:
         target_step, schedule = target.target_rows, "constant"
@@ -99,17 +99,18 @@ def law_counts(sv, vocab, k, seed, stop=None, verifier=None, adaptive=True):
     return counts, expected, chosen, dec
 
 
-CASES = [  # (vocab, k, seed, stop tokens, adaptive)
-    (3, 3, 21, None, True),
-    (4, 4, 22, {3}, True),
-    (3, 3, 23, None, False),
+CASES = [  # (vocab, k, seed, stop tokens, adaptive, max_spec_factor, slope of the cost curve)
+    (3, 3, 21, None, True, 2.0, 0.1),
+    (4, 4, 22, {3}, True, 2.0, 0.1),
+    (3, 3, 23, None, False, 2.0, 0.1),
+    (4, 4, 24, None, True, None, 0.05),  # the default cap: 4 times the match on this flat curve
 ]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("vocab,k,seed,stop,adaptive", CASES)
-def test_sequences_follow_the_target_law_with_a_filled_cache(sv, vocab, k, seed, stop, adaptive):
-    counts, law, chosen, dec = law_counts(sv, vocab, k, seed, stop, adaptive=adaptive)
+@pytest.mark.parametrize("vocab,k,seed,stop,adaptive,factor,slope", CASES)
+def test_sequences_follow_the_target_law_with_a_filled_cache(sv, vocab, k, seed, stop, adaptive, factor, slope):
+    counts, law, chosen, dec = law_counts(sv, vocab, k, seed, stop, adaptive=adaptive, factor=factor, slope=slope)
     g, df, p = g_test(counts, law)
     assert p > P_MIN, f"G = {g:.1f}, df = {df}, p = {p:.3g}"
     drafted = sum(chosen[1:])
@@ -118,6 +119,8 @@ def test_sequences_follow_the_target_law_with_a_filled_cache(sv, vocab, k, seed,
         assert chosen[0] > 1000 and sum(1 for c in chosen[1:] if c > 100) >= 2, chosen
         assert dec.stats.calibration or dec.schedule.calibration()
     assert len(dec.draft_step.cache) == 64
+    if factor is None:  # the decoder told the drafter that positions are cheap
+        assert dec.draft_step.position_cost < 0.1
 
 
 @pytest.mark.slow
@@ -125,7 +128,8 @@ def test_a_wrong_verifier_fails_the_same_test(sv):
     def always_accept(target_probs, draft_probs, tokens, generator):
         k = tokens.numel()
         return k, int(torch.multinomial(target_probs[k], 1, generator=generator))
-    vocab, k, seed, stop, adaptive = CASES[0]
-    counts, law, _, _ = law_counts(sv, vocab, k, seed, stop, verifier=always_accept, adaptive=adaptive)
+    vocab, k, seed, stop, adaptive, factor, slope = CASES[0]
+    counts, law, _, _ = law_counts(sv, vocab, k, seed, stop, verifier=always_accept, adaptive=adaptive,
+                                   factor=factor, slope=slope)
     g, df, p = g_test(counts, law)
     assert p < P_MIN, f"a wrong verifier passed: G = {g:.1f}, df = {df}, p = {p:.3g}"

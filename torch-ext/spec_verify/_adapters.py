@@ -258,7 +258,7 @@ def adapter_functions(interface: ModelInterface) -> AdapterFunctions:
         cache=None,
         max_depth: int = 24,
         min_token_prob: float = 0.1,
-        max_spec_factor: float = 1.0,
+        max_spec_factor: Optional[float] = None,
         max_spec_offset: int = 0,
         temperature: float = 1.0,
         top_k: int = 0,

@@ -18,13 +18,17 @@ model last round, everything up to len(prefix) + n is still valid. draft_step is
 called when k = 0 (near max_new, or a decoder made with k = 0). A new generation starts
 again from its prompt.
 
-Two optional drafter attributes. `draft_step.confidences`, read right after each call when
+Three optional drafter attributes. `draft_step.confidences`, read right after each call when
 the schedule is adaptive: one float in [0, 1] per proposed token, the drafter's estimate
 that the token is accepted once the tokens before it were (`SuffixDrafter`, `PromptLookup`);
 the schedule then verifies only the first n tokens, those whose calibrated estimates pay on
 the measured cost curve (`AdaptiveSchedule.cut`), so `target_step` may receive fewer tokens
 than the drafter proposed. `draft_step.end_generation(sequence, prompt_length)`: called once
 at the end of each generation (`SuffixDrafter` adds the output to its cache).
+`draft_step.position_cost`: where the drafter has it and the schedule is adaptive, set
+before each call to the schedule's estimate of what one more scored position costs, in
+one-position steps (`AdaptiveSchedule.position_cost(k)`; None until c(1) is measured):
+`SuffixDrafter`'s default length cap reads it.
 
 NumPy arrays are taken wherever a tensor is (llama.cpp and other engines hand them out):
 a callback may return its tokens, rows, probs or logits as arrays, and prompts and stop
@@ -353,6 +357,8 @@ class SpeculativeDecoder(Decoder):
         reasons, chosen_counts = stats.schedule_reasons, stats.chosen_length_counts
         # A drafter that learns from whole requests (SuffixDrafter) hears when one ends.
         end_generation = getattr(self.draft_step, "end_generation", None)
+        # A drafter whose proposal length depends on the target's cost curve is told it.
+        tell_cost = schedule is not None and hasattr(self.draft_step, "position_cost")
         if max_new == 0 and end_generation is not None:
             end_generation(seq, prompt_len)
         while remaining > 0:
@@ -362,6 +368,8 @@ class SpeculativeDecoder(Decoder):
                 k, reason, shadow = cap, "constant", False
             else:
                 k, reason, shadow = schedule.choose(cap, remaining, len(seq))
+            if tell_cost and (k or shadow):
+                self.draft_step.position_cost = schedule.position_cost(self.k)
             t0 = now()
             if k or shadow:
                 out = self.draft_step(list(seq), k or self.k)

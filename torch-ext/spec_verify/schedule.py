@@ -224,6 +224,15 @@ class AdaptiveSchedule:
             out.append(max(1.0 + floor * (n - 1), ra + slope * (n - a)))
         return out
 
+    def position_cost(self, k: int) -> Optional[float]:
+        """Estimated cost of one more scored position, in one-position steps: (c(k + 1) - c(1))
+        / (k c(1)) on the curve as measured so far (interpolated, extrapolated as
+        `target_cost`); None before c(1) is measured. The decoder hands it to a drafter that
+        reads it (`SuffixDrafter`'s length cap)."""
+        if self._c1 is None or k < 1:
+            return None
+        return (self._target_ratios(k + 1)[k] - 1.0) / k
+
     def draft_cost(self, k: int) -> float:
         """Estimated seconds of a draft call proposing k tokens (0 if nothing is known)."""
         if k == 0 or self._c1 is None:
