@@ -361,3 +361,24 @@ def test_suffix_decoder_with_trees(sv, models):
     assert again.generate(repeating, max_new=24) == expected == alone.generate(repeating, max_new=24)
     assert alone.drafter.cache is None and len(cache) == 4  # at most max_requests kept
     assert again.stats.accepted > alone.stats.accepted, (again.stats.accepted, alone.stats.accepted)
+
+
+def test_suffix_decoder_with_trees_samples_reproducibly(sv, models):
+    # Sampling through tree=True (deterministic children, the tree rule's draws from the
+    # generator), on a cache holding the greedy output of the same request: a seed gives one
+    # output (schedule "constant": no clock in the cut), valid tokens, some proposals
+    # accepted. Temperature 0.005: the tiny model's rows are flat (logits spread about 0.16),
+    # so only a near-greedy text follows the cached one.
+    target, _ = models
+    prompt = PROMPTS[0] * 3
+    outs = []
+    for _ in range(2):
+        cache = sv.SuffixCache()
+        sv.transformers.suffix_decoder(target, temperature=0, cache=cache, tree=True).generate(prompt, max_new=30)
+        g = torch.Generator().manual_seed(7)
+        dec = sv.transformers.suffix_decoder(target, k=8, temperature=0.005, generator=g, cache=cache, tree=True,
+                                             schedule="constant")
+        outs.append(dec.generate(prompt, max_new=30))
+        assert len(outs[-1]) == len(prompt) + 30 and all(0 <= t < VOCAB for t in outs[-1])
+        assert dec.stats.accepted > 0 and dec.generator is g and len(cache) == 2
+    assert outs[0] == outs[1]
