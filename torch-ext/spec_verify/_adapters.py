@@ -304,8 +304,9 @@ def adapter_functions(interface: ModelInterface) -> AdapterFunctions:
                 tree of tokens in one call: the transformers adapter's, not llama.cpp's.
             max_depth, min_token_prob, max_spec_offset: `SuffixDrafter`'s (and
                 `SuffixTreeDrafter`'s).
-            max_spec_factor (`float`, *optional*): the length cap's factor, >= 0; defaults to
-                the drafter's: 1 for chains (`SuffixDrafter`), 4 for trees (`SuffixTreeDrafter`).
+            max_spec_factor (`float` or `None`, *optional*): the length cap's factor, >= 0;
+                None (the default): the drafter's own, for chains `SuffixDrafter`'s (4 or 1 by
+                the measured cost curve), for trees `SuffixTreeDrafter`'s (4).
             temperature, top_k, top_p, min_p, generator: as for `prompt_lookup_decoder`.
             method (`str`, *optional*, defaults to `"token"`): as for `prompt_lookup_decoder`;
                 with `tree=True` only `"token"` (a tree is verified by the tree rule).
@@ -329,7 +330,7 @@ def adapter_functions(interface: ModelInterface) -> AdapterFunctions:
         name = what("suffix_decoder")
         warping = Warping(temperature, top_k, top_p, min_p, what=name)
         tree = _flag(tree, f"{name}: tree")
-        # None: the drafter's own default length cap (1 for a chain, 4 for a tree).
+        # None: the drafter's own default length cap (a chain's by the cost curve, a tree's 4).
         knobs = dict(max_depth=max_depth, min_token_prob=min_token_prob, max_spec_offset=max_spec_offset)
         if max_spec_factor is not None:
             knobs["max_spec_factor"] = max_spec_factor
