@@ -10,8 +10,9 @@ draft agrees with the target most of the time, not always.
 Tree mode (`sv.transformers.tree_decoder`, `CachedCausalLM.tree_logits`): rows scored through
 the cache with a 4-D tree attention mask, or one forward per branch, equal plain forwards
 over each node's path; greedy tree decoding equals `generate` (with a draft model, with
-prompt-lookup trees and with suffix trees); a model that rejects 4-D masks falls back to
-branches.
+prompt-lookup trees and with suffix trees, also through `suffix_decoder(tree=True)`, whose
+cache fills across generate calls and decoders); a model that rejects 4-D masks falls back
+to branches.
 """
 from __future__ import annotations
 
@@ -325,3 +326,59 @@ def test_tree_decoder_arguments(sv, models):
         sv.transformers.tree_decoder(target, draft, widths=(2, 0))
     with pytest.raises(ValueError, match="tree_attention must be"):
         sv.transformers.tree_decoder(target, draft, tree_attention="dense")
+
+
+def test_suffix_decoder_with_trees(sv, models):
+    # suffix_decoder(tree=True) is tree_decoder over a SuffixTreeDrafter sharing the cache it is
+    # given, with tree_decoder's defaults (the drafter's, k as max_nodes). Greedy output is
+    # generate's; each request goes into the cache, across generate calls and across decoders;
+    # a second request finds the first one's output there.
+    target, _ = models
+    branching = [1, 500, 1200, 99, 1, 500, 7, 3000, 1, 500, 31999, 1, 500]  # (1, 500) has three continuations
+    cache = sv.SuffixCache(max_requests=4)
+    dec = sv.transformers.suffix_decoder(target, temperature=0, cache=cache, tree=True)
+    reference = sv.transformers.tree_decoder(target, draft_tree=sv.SuffixTreeDrafter(cache), temperature=0)
+    assert type(dec) is sv.TreeDecoder and repr(dec) == repr(reference)
+    assert type(dec.drafter) is sv.SuffixTreeDrafter and repr(dec.drafter) == repr(reference.draft_tree)
+    assert dec.drafter.cache is cache and type(dec.drafter.schedule) is sv.TreeSchedule
+    assert dec.target_cache.model is target and dec.draft_cache is None
+    for rep in range(2):  # one decoder, two requests: the cache keeps both
+        assert dec.generate(branching, max_new=24) == hf_greedy(target, branching, 24)
+        assert len(cache) == rep + 1 and cache.tokens == 24 * (rep + 1)
+    # Whole trees every round (schedule "constant": no clock, so the rounds are fixed), k nodes
+    # at most, on the same cache.
+    shared = sv.transformers.suffix_decoder(target, k=8, temperature=0, cache=cache, tree=True, schedule="constant")
+    assert shared.drafter.max_nodes == 8 and shared.drafter.cache is cache
+    repeating = PROMPTS[0] * 3
+    expected = hf_greedy(target, repeating, 24)
+    assert shared.generate(repeating, max_new=24) == expected and len(cache) == 3
+    assert shared.generate(branching, max_new=24) == hf_greedy(target, branching, 24) and len(cache) == 4
+    assert shared.drafter.rounds["tree"] >= 2, shared.drafter.rounds  # trees were verified
+    assert len(shared.stats.node_counts) - 1 <= 8  # node_counts[n]: rounds with n nodes
+    # A request seen before: the cache holds its output, which a decoder without one lacks.
+    again = sv.transformers.suffix_decoder(target, k=8, temperature=0, cache=cache, tree=True, schedule="constant")
+    alone = sv.transformers.suffix_decoder(target, k=8, temperature=0, cache=False, tree=True, schedule="constant")
+    assert again.generate(repeating, max_new=24) == expected == alone.generate(repeating, max_new=24)
+    assert alone.drafter.cache is None and len(cache) == 4  # at most max_requests kept
+    assert again.stats.accepted > alone.stats.accepted, (again.stats.accepted, alone.stats.accepted)
+
+
+def test_suffix_decoder_with_trees_samples_reproducibly(sv, models):
+    # Sampling through tree=True (deterministic children, the tree rule's draws from the
+    # generator), on a cache holding the greedy output of the same request: a seed gives one
+    # output (schedule "constant": no clock in the cut), valid tokens, some proposals
+    # accepted. Temperature 0.005: the tiny model's rows are flat (logits spread about 0.16),
+    # so only a near-greedy text follows the cached one.
+    target, _ = models
+    prompt = PROMPTS[0] * 3
+    outs = []
+    for _ in range(2):
+        cache = sv.SuffixCache()
+        sv.transformers.suffix_decoder(target, temperature=0, cache=cache, tree=True).generate(prompt, max_new=30)
+        g = torch.Generator().manual_seed(7)
+        dec = sv.transformers.suffix_decoder(target, k=8, temperature=0.005, generator=g, cache=cache, tree=True,
+                                             schedule="constant")
+        outs.append(dec.generate(prompt, max_new=30))
+        assert len(outs[-1]) == len(prompt) + 30 and all(0 <= t < VOCAB for t in outs[-1])
+        assert dec.stats.accepted > 0 and dec.generator is g and len(cache) == 2
+    assert outs[0] == outs[1]

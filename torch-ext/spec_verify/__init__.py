@@ -28,11 +28,11 @@ SuffixTreeDrafter   a draft_tree by the same counts: the likely continuations as
                     by its TreeSchedule to the nodes that pay on the measured cost curve.
 transformers        speculative_decoder(draft_model, target_model, ...) for two Hugging Face
                     causal LMs, prompt_lookup_decoder(target_model, ...) and
-                    suffix_decoder(target_model, ...) without a draft model, tree_decoder
-                    (imports transformers only when called).
+                    suffix_decoder(target_model, ...) without a draft model (tree=True:
+                    suffix trees), tree_decoder (imports transformers only when called).
 llama_cpp           the same functions for llama.cpp models (GGUF, llama-cpp-python), with
-                    the same arguments, all but tree_decoder (imports llama_cpp only when
-                    called).
+                    the same arguments, all but tree_decoder and suffix_decoder's tree=True
+                    (imports llama_cpp only when called).
 isa, available_isas the instruction-set path in use, and those this CPU can run.
 testing             check_verifier(verify): a conformance suite that holds any verifier (this
                     package's or another's) to the exact law of speculative sampling; needs

@@ -13,7 +13,9 @@ position); the adaptive schedule.
 
 `tree_decoder` is not among them: it needs a model that scores a whole tree in one call
 (`CachedCausalLM.tree_logits`, with a 4-D attention mask), which the llama.cpp wrapper does
-not offer, so it lives in `transformers.py` alone.
+not offer, so it lives in `transformers.py` alone. For the same reason `suffix_decoder`'s
+`tree=True` works where the interface supplies a `tree_decoder` (transformers) and is refused,
+before any model is touched, where it does not (llama.cpp).
 """
 from __future__ import annotations
 
@@ -22,10 +24,14 @@ from typing import Any, Callable, List, NamedTuple, Optional, Tuple
 
 import torch
 
+from ._api import _flag
+from ._decoding import Decoder, _method
+from ._suffix_tree import SuffixTreeDrafter, TreeSchedule
 from ._warping import Warping
 from .decoder import SpeculativeDecoder
 from .prompt_lookup import PromptLookup
-from .suffix import SuffixDrafter
+from .schedule import schedule_arg
+from .suffix import SuffixDrafter, _positive
 
 
 def _common_prefix(a: List[int], b: List[int]) -> int:
@@ -60,6 +66,11 @@ class ModelInterface:
             measured before the model has run, is handed to the schedule.
         check_pair (`Callable`): `check_pair(draft_model, target_model)` raises `ValueError`
             for two models that cannot draft for each other (one `Llama` twice: one KV cache).
+        tree_decoder (`Callable`, *optional*): for a model that scores a tree of tokens in one
+            call, `tree_decoder(what, target_model, draft_tree, warping, generator)` returns a
+            `TreeDecoder` over it (`what` prefixes its messages, `warping` a `Warping`), with
+            its wrapper as `target_cache`; None (llama.cpp): `suffix_decoder(tree=True)` is
+            refused.
     """
 
     name: str
@@ -67,6 +78,7 @@ class ModelInterface:
     model: str
     cached: type
     check_pair: Callable[[Any, Any], None]
+    tree_decoder: Optional[Callable] = None
 
 
 class AdapterFunctions(NamedTuple):
@@ -256,6 +268,7 @@ def adapter_functions(interface: ModelInterface) -> AdapterFunctions:
         k: int = 16,
         *,
         cache=None,
+        tree: bool = False,
         max_depth: int = 24,
         min_token_prob: float = 0.1,
         max_spec_factor: Optional[float] = None,
@@ -267,37 +280,77 @@ def adapter_functions(interface: ModelInterface) -> AdapterFunctions:
         generator: Optional[torch.Generator] = None,
         method: str = "token",
         schedule="adaptive",
-    ) -> SpeculativeDecoder:
-        """A `SpeculativeDecoder` without a draft model: a `SuffixDrafter` proposes 0..k
-        tokens from the current request and from earlier requests' outputs, the target
-        verifies them as one-hot drafts. Call `generate` once per request: each finished
-        request's output goes into the cache, which persists across `generate` calls (and
-        across decoders given the same `SuffixCache`). The adaptive schedule verifies only the
-        positions whose estimated acceptance (calibrated as it goes) pays on the measured cost
-        curve.
+    ) -> Decoder:
+        """A decoder without a draft model that proposes from the current request and from
+        earlier requests' outputs: a `SpeculativeDecoder` whose `SuffixDrafter` proposes 0..k
+        tokens, verified as one-hot drafts, or with `tree=True` a `TreeDecoder` whose
+        `SuffixTreeDrafter` proposes a tree of up to k nodes where several continuations are
+        likely. Call `generate` once per request: each finished request's output goes into
+        the cache, which persists across `generate` calls (and across decoders given the same
+        `SuffixCache`). The adaptive schedule verifies only the positions (the nodes) whose
+        estimated acceptance (calibrated as it goes) pays on the measured cost curve: where
+        scoring positions is steep, a chain or nothing; where it is flat, side branches too.
 
         Args:
             target_model ({model}): the target model.
             k (`int`, *optional*, defaults to 16): at most this many proposed tokens per round
-                (as `prompt_lookup_decoder`).
+                (as `prompt_lookup_decoder`); with `tree=True`, the most nodes a tree has
+                (`SuffixTreeDrafter`'s `max_nodes`), in [1, 1024].
             cache (`SuffixCache`, `None` or `False`, *optional*): the cache of earlier outputs:
                 None makes one for this decoder, a `SuffixCache` is shared, False: none.
-            max_depth, min_token_prob, max_spec_factor, max_spec_offset: `SuffixDrafter`'s.
-            temperature, top_k, top_p, min_p, generator, method, schedule: as for
-                `prompt_lookup_decoder`.
+            tree (`bool`, *optional*, defaults to False): propose trees and verify them with
+                the tree rule (as `spec_verify.transformers.tree_decoder(target_model,
+                draft_tree=SuffixTreeDrafter(cache, ...))` does). Needs a model that scores a
+                tree of tokens in one call: the transformers adapter's, not llama.cpp's.
+            max_depth, min_token_prob, max_spec_offset: `SuffixDrafter`'s (and
+                `SuffixTreeDrafter`'s).
+            max_spec_factor (`float` or `None`, *optional*): the length cap's factor, >= 0;
+                None (the default): the drafter's own, for chains `SuffixDrafter`'s (4 or 1 by
+                the measured cost curve), for trees `SuffixTreeDrafter`'s (4).
+            temperature, top_k, top_p, min_p, generator: as for `prompt_lookup_decoder`.
+            method (`str`, *optional*, defaults to `"token"`): as for `prompt_lookup_decoder`;
+                with `tree=True` only `"token"` (a tree is verified by the tree rule).
+            schedule (`str`, `AdaptiveSchedule` or `TreeSchedule`, *optional*, defaults to
+                `"adaptive"`): as for `prompt_lookup_decoder`; with `tree=True`, `"adaptive"`
+                (a `TreeSchedule` of the drafter's own), `"constant"` (the whole tree every
+                round) or a `TreeSchedule`.
 
         Returns:
-            `SpeculativeDecoder`: with `target_cache` (the `{cached}`) and `drafter` (the
-            `SuffixDrafter`; its `cache` the `SuffixCache`).
+            `SpeculativeDecoder` (or `TreeDecoder` with `tree=True`): with `target_cache` (the
+            `{cached}`) and `drafter` (the `SuffixDrafter` or `SuffixTreeDrafter`; its `cache`
+            the `SuffixCache`).
 
         Raises:
-            TypeError, ValueError: as `SuffixDrafter` and `SpeculativeDecoder.from_logits`.
+            TypeError: `tree` not a bool; as `SuffixDrafter` and `SpeculativeDecoder.from_logits`
+                (`SuffixTreeDrafter` and `TreeDecoder.from_logits` with `tree=True`).
+            ValueError: `tree=True` on an adapter whose model cannot score a tree in one call
+                (llama.cpp), before the model is touched; with `tree=True`, `method="block"` or
+                k outside [1, 1024]; as the above.
         """
-        warping = Warping(temperature, top_k, top_p, min_p, what=what("suffix_decoder"))
-        drafter = SuffixDrafter(cache, max_depth=max_depth, min_token_prob=min_token_prob,
-                                max_spec_factor=max_spec_factor, max_spec_offset=max_spec_offset)
-        return _without_draft_model("suffix_decoder", target_model, drafter, k, warping, generator, method,
-                                    schedule)
+        name = what("suffix_decoder")
+        warping = Warping(temperature, top_k, top_p, min_p, what=name)
+        tree = _flag(tree, f"{name}: tree")
+        # None: the drafter's own default length cap (a chain's by the cost curve, a tree's 4).
+        knobs = dict(max_depth=max_depth, min_token_prob=min_token_prob, max_spec_offset=max_spec_offset)
+        if max_spec_factor is not None:
+            knobs["max_spec_factor"] = max_spec_factor
+        if not tree:
+            drafter = SuffixDrafter(cache, **knobs)
+            return _without_draft_model("suffix_decoder", target_model, drafter, k, warping, generator, method,
+                                        schedule)
+        if interface.tree_decoder is None:
+            raise ValueError(f"{name}: tree=True needs a model that scores a tree of tokens in one call, and "
+                             f"{interface.model.strip('`')} cannot (each call scores one sequence); use tree=False "
+                             f"(the chain), or a transformers model with spec_verify.transformers.suffix_decoder")
+        k = _positive(k, f"{name}: k", 1, SpeculativeDecoder.MAX_K)
+        if _method(name, method) != "token":
+            raise ValueError(f"{name}: method={method!r} chooses a chain's verification rule; tree=True verifies "
+                             f"trees with the tree rule (leave method=\"token\")")
+        schedule = schedule_arg(name, schedule, TreeSchedule, "a")
+        drafter = SuffixTreeDrafter(cache, max_nodes=k, schedule=schedule, **knobs)
+        dec = interface.tree_decoder(name, target_model, drafter, warping, generator)
+        dec.drafter = drafter
+        return dec
 
     return AdapterFunctions(*(_documented(f, interface) for f in (logits_steps, speculative_decoder,
                                                                      prompt_lookup_decoder, suffix_decoder)))

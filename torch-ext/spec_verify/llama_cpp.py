@@ -14,8 +14,9 @@
 
 `sv.llama_cpp` offers the functions `sv.transformers` offers, with the same arguments and
 defaults (`logits_steps`, `speculative_decoder`, `prompt_lookup_decoder`, `suffix_decoder`:
-written once in `_adapters.py`, over `CachedLlama`), all but `tree_decoder` (a llama.cpp
-batch cannot score a tree in one call here). All are `SpeculativeDecoder.from_logits` over
+written once in `_adapters.py`, over `CachedLlama`), all but `tree_decoder` and
+`suffix_decoder(tree=True)`, which raises (a llama.cpp batch cannot score a tree in one call
+here). All are `SpeculativeDecoder.from_logits` over
 llama.cpp's logits: the decoder warps every
 row (draft and target alike) with the same parameters and the package's own warping ops,
 samples the draft tokens with `sample` and verifies with `accept_logits`, so the output

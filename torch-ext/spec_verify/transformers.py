@@ -10,15 +10,18 @@
 
     # No draft model: prompt lookup proposes, the target verifies.
     dec = sv.transformers.prompt_lookup_decoder(target, temperature=0)   # k = 16
+    # Suffix trees over this request and earlier ones, where the measured curve says they pay.
+    dec = sv.transformers.suffix_decoder(target, temperature=0, tree=True)
 
 `speculative_decoder` is `SpeculativeDecoder.from_logits` over the two models' logits: the
 decoder samples the draft tokens from the draft's warped rows and verifies with
 `accept_logits`, so the output has the law of the target sampled with those parameters
 (temperature 0: exactly the target's greedy decoding). `logits_steps` gives the two logits
 callbacks alone. `prompt_lookup_decoder` and `suffix_decoder` are the same without a draft
-model: `PromptLookup` (or a `SuffixDrafter`) proposes tokens, verified as one-hot drafts.
-These four are `sv.llama_cpp`'s too, with the same arguments and defaults (written once in
-`_adapters.py`, over `CachedCausalLM`).
+model: `PromptLookup` (or a `SuffixDrafter`) proposes tokens, verified as one-hot drafts;
+`suffix_decoder(..., tree=True)` is `tree_decoder` with a `SuffixTreeDrafter`. These four are
+`sv.llama_cpp`'s too, with the same arguments and defaults (written once in `_adapters.py`,
+over `CachedCausalLM`), but there `tree=True` is refused.
 
 Each model keeps one KV cache and the token ids it holds. A call keeps the longest common
 prefix of those ids and the new sequence and feeds only the rest. The decoder's contract
@@ -306,10 +309,27 @@ def _check_pair(draft_model, target_model) -> None:
     cache, even over one model); a difference of vocabulary shows in the rows' V."""
 
 
+def _tree_decoder_over(what: str, target_model, draft_tree: Callable, warping: Warping,
+                       generator: Optional[torch.Generator], tree_attention: str = "auto") -> TreeDecoder:
+    """A `TreeDecoder` whose target scores each tree with `CachedCausalLM.tree_logits`
+    (`tree_decoder`, and the `tree_decoder` of this adapter's `ModelInterface`, which
+    `suffix_decoder(tree=True)` calls); `dec.target_cache` is the `CachedCausalLM`,
+    `dec.draft_cache` None (`tree_decoder` sets its draft model's)."""
+    target = CachedCausalLM(target_model, "target")
+    target.tree_attention = tree_attention
+
+    def target_tree_logits_step(prefix: List[int], tokens: torch.Tensor, parents: torch.Tensor) -> torch.Tensor:
+        return target.tree_logits(prefix, tokens.tolist(), parents.tolist())
+
+    dec = TreeDecoder._from_warping(what, draft_tree, target_tree_logits_step, warping, generator, None)
+    dec.target_cache, dec.draft_cache = target, None
+    return dec
+
+
 # The adapter's functions, written once for both adapters (_adapters.py).
 logits_steps, speculative_decoder, prompt_lookup_decoder, suffix_decoder = adapter_functions(ModelInterface(
     name="transformers", module=__name__, model="`transformers.PreTrainedModel` (a causal LM)",
-    cached=CachedCausalLM, check_pair=_check_pair))
+    cached=CachedCausalLM, check_pair=_check_pair, tree_decoder=_tree_decoder_over))
 
 
 def _tree_from_model(draft: CachedCausalLM, widths: Tuple[int, ...], draw: bool, warping: Warping,
@@ -378,7 +398,8 @@ def tree_decoder(
     fed again). On sliding-window and hybrid models (Gemma 3) the mask is one per layer
     type, as `CachedCausalLM.tree_logits` says.
 
-    The tree comes from `draft_tree` (for example `spec_verify.PromptLookupTree()`), or is
+    The tree comes from `draft_tree` (for example `spec_verify.PromptLookupTree()`; with a
+    `SuffixTreeDrafter` it is what `suffix_decoder(target_model, tree=True)` makes), or is
     grown from `draft_model` with a fixed shape: each node at depth d gets `widths[d]`
     children, either the most probable distinct tokens of the draft's row (deterministic
     children; the default at temperature 0) or independent draws from its warped row (the
@@ -417,8 +438,6 @@ def tree_decoder(
     if tree_attention not in ("auto", "mask", "branches"):
         raise ValueError(f"tree_decoder: tree_attention must be \"auto\", \"mask\" or \"branches\", "
                          f"got {tree_attention!r}")
-    target = CachedCausalLM(target_model, "target")
-    target.tree_attention = tree_attention
     draft = None
     if draft_model is not None:
         widths = tuple(widths)
@@ -428,11 +447,7 @@ def tree_decoder(
         draft.tree_attention = tree_attention
         draw = not warping.greedy and (draw_children is None or bool(draw_children))
         draft_tree = _tree_from_model(draft, widths, draw, warping, generator)
-
-    def target_tree_logits_step(prefix: List[int], tokens: torch.Tensor, parents: torch.Tensor) -> torch.Tensor:
-        return target.tree_logits(prefix, tokens.tolist(), parents.tolist())
-
-    dec = TreeDecoder._from_warping(what, draft_tree, target_tree_logits_step, warping, generator, None)
-    dec.target_cache, dec.draft_cache = target, draft
+    dec = _tree_decoder_over(what, target_model, draft_tree, warping, generator, tree_attention)
+    dec.draft_cache = draft
     return dec
 
