@@ -10,8 +10,8 @@ and through transformers, with the oracle replay's ceiling (benchmarks/e2e_oracl
 Methods, on each engine: plain decoding, the prompt-lookup default
 (`sv.*.prompt_lookup_decoder`), the suffix decoder (`sv.*.suffix_decoder`, when the package
 has it) with a process-wide cache filled by the earlier requests, through transformers the
-suffix tree decoder (`sv.transformers.tree_decoder` with a `sv.SuffixTreeDrafter` and a cache
-of its own, when the package has it), and the engine's own lookup
+suffix tree decoder (`sv.transformers.suffix_decoder(..., tree=True)`: the tree decoder over a
+`sv.SuffixTreeDrafter` with a cache of its own, when the package has it), and the engine's own lookup
 (llama-cpp-python's `LlamaPromptLookupDecoding`; transformers' `prompt_lookup_num_tokens`).
 What every method keeps between requests is what a user's process keeps: the KV cache of the
 prefix a request shares with the one before (llama.cpp: each run starts with the model's
@@ -32,6 +32,7 @@ oracle replay uses plain's greedy outputs.
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import statistics
 import sys
@@ -240,9 +241,10 @@ def hf_methods(sv, model, tokenizer, mode: str, stop, max_new: int):
     if has_suffix(sv, "transformers"):
         suf = sv.transformers.suffix_decoder(model, generator=gen(1), cache=sv.SuffixCache(**SUFFIX_CACHE), **params)
         out["suffix (default)"] = (None, lambda p: sv_request(suf, p, max_new, stop))
-    if hasattr(sv, "SuffixTreeDrafter"):  # tree rounds (the tree decoder; its schedule on the wall clock)
-        tree = sv.transformers.tree_decoder(model, draft_tree=sv.SuffixTreeDrafter(sv.SuffixCache(**SUFFIX_CACHE)),
-                                            generator=gen(2), **params)
+    if has_suffix(sv, "transformers") and "tree" in inspect.signature(sv.transformers.suffix_decoder).parameters:
+        # Tree rounds: the tree decoder over a SuffixTreeDrafter, its schedule on the wall clock.
+        tree = sv.transformers.suffix_decoder(model, generator=gen(2), cache=sv.SuffixCache(**SUFFIX_CACHE),
+                                              tree=True, **params)
         out["suffix tree"] = (None, lambda p: sv_request(tree, p, max_new, stop))
     out["transformers lookup"] = (peer, peer)
     return out
