@@ -3,15 +3,25 @@
     python tests/memory_probe.py [--calls N] [family ...]     one JSON line per family
 
 Run as a script (tests/test_memory.py starts it in a subprocess with MALLOC_ARENA_MAX=2, so
-the measured process holds nothing but the kernel and one family at a time): each family's
+the measured process holds nothing but the kernel and one family at a time; the script
+restarts itself with glibc's thread cache off, see `heap`): each family's
 call runs `warm` times (every lazy allocation done: the kernel's thread-local scratch, the
 batch thread pool, torch's caches, Python's free lists), then two windows of `calls` calls;
-before each reading the garbage collector runs and `malloc_trim(0)` returns free heap pages.
+before each reading CPython's type attribute cache is cleared (see `blocks`), the garbage
+collector runs and `malloc_trim(0)` returns free heap pages.
 Three readings per family, each the least over the windows of its difference divided by the
 calls (a leak grows every window; a one-off resize or cache fill falls in one):
   heap   bytes in use by malloc (glibc's mallinfo2: uordblks + hblkhd, over every arena):
-         exact to the byte, the figure a leaked C++ object or std::string moves;
-  blocks Python objects alive (sys.getallocatedblocks): a leaked Python object of any size;
+         exact to the byte, the figure a leaked C++ object or std::string moves. With
+         glibc's per-thread cache (tcache) on, a freed chunk of up to 1 KB that the cache
+         keeps (up to 7 a size) counts as in use: 816-896 B steps, in both windows in 4
+         processes of 20 (the toy tree decoder); hence GLIBC_TUNABLES=glibc.malloc.tcache_count=0;
+  blocks Python objects alive (sys.getallocatedblocks): a leaked Python object of any size.
+         CPython 3.11's type attribute cache (4096 entries) keeps a reference to the name of
+         each lookup it caches, in a slot chosen by the name object's address: a name built
+         afresh per call (torch builds "__torch_function__" so for a positional non-tensor
+         argument) stays there until that slot is reused, up to 4096 strings, none of them
+         leaked; clearing the cache drops them and frees nothing else;
   rss    resident set size (/proc/self/statm), page-granular: what a user sees.
 """
 from __future__ import annotations
@@ -40,10 +50,12 @@ class _MallInfo2(ctypes.Structure):
 
 _libc.mallinfo2.restype = _MallInfo2
 _PAGE = os.sysconf("SC_PAGE_SIZE")
+_NO_TCACHE = "glibc.malloc.tcache_count=0"  # glibc's tunable: no per-thread cache of freed chunks
 
 
 def readings():
     """(heap bytes in use, Python blocks alive, RSS bytes) after a collection and a trim."""
+    getattr(sys, "_clear_internal_caches", sys._clear_type_cache)()  # the type cache (3.13: renamed)
     gc.collect()
     _libc.malloc_trim(0)
     info = _libc.mallinfo2()
@@ -288,5 +300,11 @@ def main(argv=None):
             result = measure(call, n, max(1, int(n * (args.decoder_warm if is_decoder else args.warm))), args.windows)
             print(json.dumps({"family": name, **result}), flush=True)
 
+
 if __name__ == "__main__":
+    tunables = os.environ.get("GLIBC_TUNABLES", "")
+    if _NO_TCACHE not in tunables.split(":"):
+        # glibc reads its tunables at start: run again with the thread cache off (see `heap`).
+        env = dict(os.environ, GLIBC_TUNABLES=":".join(filter(None, [tunables, _NO_TCACHE])))
+        os.execve(sys.executable, [sys.executable, *sys.argv], env)
     main()

@@ -434,7 +434,9 @@ class SpeculativeDecoder(Decoder):
         # target_step is promised an int64 [j] contiguous CPU tensor: the common case (a
         # tensor that already is one) costs a few attribute reads.
         if not (type(tokens) is _Tensor and tokens.dtype is _int64 and tokens.is_cpu):
-            tokens = _token_tensor(tokens, "draft_step's tokens").to(_int64)
+            # dtype= by keyword, as TreeDecoder._check_tree does (a positional dtype leaves name
+            # strings in CPython's type cache).
+            tokens = _token_tensor(tokens, "draft_step's tokens").to(dtype=_int64)
         _dense(tokens, "draft_step returned tokens as", "a 1-D integer tensor or a list of ints")
         if tokens.dim() != 1:
             raise ValueError(f"draft_step's tokens must be 1-D, at most k = {k} ids, got shape {list(tokens.shape)}")

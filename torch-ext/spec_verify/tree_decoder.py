@@ -273,7 +273,10 @@ class TreeDecoder(Decoder):
         ids = []
         for name, x in (("tokens", tokens), ("parents", parents)):
             if not (type(x) is _Tensor and x.dtype is _int64 and x.is_cpu):
-                x = _token_tensor(x, f"draft_tree's {name}").to(_int64)
+                # dtype= by keyword: a positional dtype makes torch look up __torch_function__ on
+                # it by a fresh name string, which CPython 3.11's type cache then keeps (DESIGN.md,
+                # "Testing", Memory).
+                x = _token_tensor(x, f"draft_tree's {name}").to(dtype=_int64)
             _dense(x, f"draft_tree returned {name} as", "a 1-D integer tensor or a list of ints")
             if x.dim() != 1:
                 raise ValueError(f"draft_tree's {name} must be 1-D, got shape {list(x.shape)}")
