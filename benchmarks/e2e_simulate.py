@@ -3,6 +3,7 @@
 
     python benchmarks/e2e_simulate.py --record        # once: plain greedy outputs through llama.cpp
     python benchmarks/e2e_simulate.py                 # the table (a minute or two, no model run)
+    python benchmarks/e2e_simulate.py --slopes 0.05,0.2  # on straight curves instead
 
 1. `--record`: the two multi-request workloads of benchmarks/e2e_tasks.py (every request,
    the caps of benchmarks/e2e_multi.py) and the single-request "open question" are decoded
@@ -251,8 +252,9 @@ def tree_settings(sv):
 
 
 def settings(sv):
-    """name -> drafter factory: the prompt-lookup default and a grid of suffix drafters."""
-    out = {"lookup (default)": sv.PromptLookup}
+    """name -> drafter factory: the prompt-lookup and suffix defaults and a grid of suffix drafters."""
+    out = {"lookup (default)": sv.PromptLookup,
+           "suffix (default)": lambda: sv.SuffixDrafter(sv.SuffixCache(max_requests=64))}
     grid = [(1.0, 0, 0.1), (1.0, 0, 0.0), (1.0, 0, 0.3), (1.0, -1, 0.1), (1.0, -2, 0.1), (1.0, 4, 0.1),
             (1.5, 0, 0.1), (2.0, 0, 0.1), (2.0, -2, 0.1), (2.0, 4, 0.1), (4.0, 0, 0.1), (4.0, -2, 0.1),
             (1e9, 0, 0.1), (1e9, 0, 0.0)]  # (factor, offset, min_token_prob)
@@ -271,6 +273,8 @@ def main() -> None:
     ap.add_argument("--oracle", action="store_true", help="also the oracle's ceiling for every chain setting")
     ap.add_argument("--trees", action="store_true", help="also the tree settings (tree rounds, k = 0 in the table)")
     ap.add_argument("--markdown", help="write the tables to this file too")
+    ap.add_argument("--slopes", help="straight curves c(n) = 1 + s (n - 1) for these s, comma-separated, "
+                                     "instead of the measured ones")
     args = ap.parse_args()
     if args.record:
         return record()
@@ -283,9 +287,11 @@ def main() -> None:
                 if (RECORDED / f"{m}.json").exists()}
     cells = [(m, w) for m in recorded for w in CAPS]
     lines, summary = [], {}
-    for curve_name, curve in CURVES.items():
+    curves = CURVES if not args.slopes else {
+        f"straight s={s}": {n: 1.0 + float(s) * (n - 1) for n in (1, 2, 3, 5, 9, 17)} for s in args.slopes.split(",")}
+    for curve_name, curve in curves.items():
         runs = [(name, make, k) for k in map(int, args.ks.split(",")) for name, make in settings(sv).items()
-                if args.only in name or name.startswith("lookup")]
+                if args.only in name or name.endswith("(default)")]
         if args.trees:
             runs += [(name, make, 0) for name, make in tree_settings(sv).items()]
         head = " | ".join(f"{m} {w}" for m, w in cells)
@@ -305,6 +311,8 @@ def main() -> None:
                 if args.oracle and k:
                     seconds = {n: STEP * c for n, c in curve.items()}
                     step = make()
+                    if hasattr(step, "position_cost"):  # the cap the live default reaches on this curve
+                        step.position_cost = (cost(curve, 17) - 1.0) / 16
                     rep = oracle.replay(oracle.StepDrafter(name, step, getattr(step, "end_generation", None) and (
                         lambda p, o, s=step: s.end_generation(p + o, len(p)))),
                         [p for p, _, _ in workloads[w]], [o + ([] if c else [eos]) for _, o, c in workloads[w]],
@@ -320,9 +328,10 @@ def main() -> None:
                                                                      for i in range(3))
             summary.setdefault((name, k), []).append(f"{repeating:.2f} / {control:.2f}")
             print(curve_name, lines[-1], flush=True)
-    short = ["Gemma 3 curve (llama.cpp)", "Qwen 1.5B curve (llama.cpp)", "Qwen 0.5B curve (transformers bf16)"]
+    short = ["Gemma 3 curve (llama.cpp)", "Qwen 1.5B curve (llama.cpp)", "Qwen 0.5B curve (transformers bf16)"] \
+        if not args.slopes else list(curves)
     lines = ["Geometric mean over the two workloads and the models / the control's lowest:", "",
-             "| setting | k | " + " | ".join(short) + " |", "|---|---|" + "---|" * len(CURVES)] + \
+             "| setting | k | " + " | ".join(short) + " |", "|---|---|" + "---|" * len(curves)] + \
         [f"| {name} | {k or 'tree'} | " + " | ".join(row) + " |" for (name, k), row in summary.items()] + lines
     text = "\n".join(lines) + "\n"
     print(text)
