@@ -41,13 +41,19 @@ bench-multi: build llama-env
 	@PYTHONPATH=$$(PY=$(PY) scripts/llama_env.sh site) $(STAGE) bench-multi $(PY) benchmarks/e2e_multi.py \
 	  --markdown benchmarks/results/e2e-multi-{cpu}.md
 
+# Two pytest worker processes (pytest-xdist), one a core: most tests spend their time in
+# Python, one core each. Work stealing, since single tests take from milliseconds to a minute.
+# PYTEST_WORKERS=0 runs in this process alone.
+PYTEST_WORKERS ?= 2
+PYTEST_PARALLEL = $(if $(filter 0,$(PYTEST_WORKERS)),-p no:xdist,-n $(PYTEST_WORKERS) --dist worksteal)
+
 pytest: build
-	@$(STAGE) pytest $(PY) -m pytest -q tests --ignore=tests/llama
+	@$(STAGE) pytest $(PY) -m pytest -q $(PYTEST_PARALLEL) tests --ignore=tests/llama
 
 # The development tier: every test but those marked slow (tests/conftest.py), in seconds.
 # `make test`, `make pytest` and CI still run everything (tests/llama: `make llama`).
 test-fast: build
-	@$(STAGE) test-fast $(PY) -m pytest -q -m "not slow" tests --ignore=tests/llama
+	@$(STAGE) test-fast $(PY) -m pytest -q $(PYTEST_PARALLEL) -m "not slow" tests --ignore=tests/llama
 
 # The core's own tests: every path bit for bit, natively and under emulation of the other
 # architecture (aarch64 on an x86-64 host, x86-64 on an aarch64 one: scripts/arch.sh).

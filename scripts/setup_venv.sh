@@ -23,5 +23,5 @@ fi
 # This machine's pip configuration names index folders that may not exist: not our business.
 grep -v "is ignored: it is neither a file nor a directory" "$log" || true
 rm -f "$log" "$reqs"
-"$venv/bin/python" -c "import torch, kernels, numpy, pytest, kernel_abi_check"
+"$venv/bin/python" -c "import torch, kernels, numpy, pytest, xdist, kernel_abi_check"
 touch "$venv/.requirements-installed"

@@ -53,6 +53,14 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "slow: a long test (a statistical test over many rounds, or over a second for "
         "another reason); deselected by `make test-fast`")
+    # A pytest-xdist worker (`make pytest` runs two, one a core) keeps to one intra-op thread:
+    # two workers of two OpenMP threads each on two cores wait in every parallel region for a
+    # thread the other worker holds (a 1000-element searchsorted took 1 ms on two threads, 0.1
+    # ms on one, with the cores busy). Tests of threading set their own counts (test_batch.py).
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        import torch
+
+        torch.set_num_threads(1)
 
 
 # The SIMD paths each architecture's build carries (the scalar path is everywhere).
