@@ -36,7 +36,7 @@ ARCH=$EMULATED_ARCH
 TESTS_A=(
   tests/test_greedy.py
   tests/test_law.py::test_joint_law_of_accepted_length_and_token
-  tests/test_decoder.py::test_greedy_output_equals_plain_greedy_decoding
+  tests/test_decoder_output.py::test_greedy_output_equals_plain_greedy_decoding
   tests/test_uniforms.py
 )
 TESTS_B=(

@@ -98,6 +98,52 @@ def sequence_law(model: ToyLM, prompt: List[int], length: int,
     return law
 
 
+# SpeculativeDecoder test callbacks (test_decoder_output.py, _stats.py, _arguments.py) -----
+
+def pair(vocab=50, noise=0.7):
+    """A target ToyLM and a draft that is its copy perturbed by `noise` (test_decoder_*.py)."""
+    target = ToyLM(vocab, seed=1)
+    draft = ToyLM(vocab, seed=2, base=target, noise=noise)
+    return target, draft
+
+
+def recording(draft, target, greedy=True, generator=None):
+    """Callbacks that log every call: ("draft", prefix, k) and ("target", prefix, proposed)."""
+    log = []
+    inner = draft.greedy_draft if greedy else draft.sampling_draft(generator)
+
+    def draft_step(prefix, k):
+        log.append(("draft", list(prefix), k))
+        return inner(prefix, k)
+
+    def target_step(prefix, proposed):
+        log.append(("target", list(prefix), proposed.tolist()))
+        return target.target_rows(prefix, proposed)
+    return draft_step, target_step, log
+
+
+def truncate_at(seq, prompt_len, stops):
+    """seq cut after its first token in `stops` past the prompt (the whole seq if none)."""
+    for i in range(prompt_len, len(seq)):
+        if seq[i] in stops:
+            return seq[:i + 1]
+    return seq
+
+
+def scripted(draft, counts, greedy=True, generator=None, with_probs=True):
+    """A draft_step that proposes counts[r % len(counts)] tokens in round r (capped at the k
+    it is given), from draft's greedy or sampled tokens; probs [j, V] or None."""
+    inner = draft.greedy_draft if greedy else draft.sampling_draft(generator)
+    calls = []
+
+    def step(prefix, k):
+        j = min(k, counts[len(calls) % len(counts)])
+        calls.append((len(prefix), k, j))
+        tokens, probs = inner(prefix, j)
+        return tokens, (probs if with_probs else None)
+    return step, calls
+
+
 # Trees (the decoder's tree mode) --------------------------------------------------------------
 
 def tree_shape(widths: Sequence[int]) -> List[int]:
