@@ -4,7 +4,7 @@
 For B = 1, 8, 64 sequences of K draft tokens at (V, K) = (32000, 4) and (128256, 5), and
 three kinds of batch (greedy: temperature 0; sampled: temperature 0.8 and top-p 0.9 with
 the draft's logits; mixed: every other sequence greedy), one run times, interleaved block
-by block (compare.py's machinery):
+by block (paired_timing.py, the machinery of compare.py):
   batch@1  sv.verify_batch on 1 thread (torch.set_num_threads(1)),
   batch@2  the same on 2 threads,
   loop     one sv.accept_logits call per sequence, on 1 thread (the single-sequence op),
@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 os.environ.setdefault("LOCAL_KERNELS", f"phanerozoic/spec-verify={ROOT / 'build'}")
 
-import compare  # noqa: E402  (Column, run_blocks, paired ratios)
+import paired_timing  # noqa: E402  (Column, run_blocks, paired ratios)
 import results_markdown  # noqa: E402
 import torch_reference  # noqa: E402
 
@@ -133,12 +133,12 @@ def batch_case(sv, vocab: int, k: int, batch: int, kind: str, seed: int):
 
     single = [(singles(inst), gens["loop"]) for inst in instances]
     cols = {
-        "batch@1": compare.Column("batch@1", ours, [(inst, gens["batch@1"]) for inst in instances],
+        "batch@1": paired_timing.Column("batch@1", ours, [(inst, gens["batch@1"]) for inst in instances],
                                   prepare=prepare("batch@1", 1), fixed=True),
-        "batch@2": compare.Column("batch@2", ours, [(inst, gens["batch@2"]) for inst in instances],
+        "batch@2": paired_timing.Column("batch@2", ours, [(inst, gens["batch@2"]) for inst in instances],
                                   prepare=prepare("batch@2", 2), fixed=True),
-        "loop": compare.Column("loop", loop, single, prepare=prepare("loop", 1), fixed=True),
-        "ref": compare.Column("ref", ref, [(inst, gens["ref"]) for inst in instances],
+        "loop": paired_timing.Column("loop", loop, single, prepare=prepare("loop", 1), fixed=True),
+        "ref": paired_timing.Column("ref", ref, [(inst, gens["ref"]) for inst in instances],
                               prepare=prepare("ref", 1), fixed=True),
     }
     extra = {"batches_per_chunk": len(instances),
@@ -166,7 +166,7 @@ def main() -> int:
 
     sv = get_kernel("phanerozoic/spec-verify", version=1, trust_remote_code=True)
     threads_before = torch.get_num_threads()
-    overhead = compare.clock_overhead_ns()
+    overhead = paired_timing.clock_overhead_ns()
     started = time.perf_counter()
     load_before = os.getloadavg()
     print(f"kernel {sv.__name__}, path {sv.isa()}, torch {torch.__version__}, {cpu_name()}, "
@@ -181,18 +181,18 @@ def main() -> int:
                     cols, extra = batch_case(sv, v, k, batch, kind, args.seed)
                     heavy = batch * v * k > 8 * 32000 * 4
                     blocks = (5 if heavy else 9) if args.quick else (15 if heavy else 31)
-                    compare.run_blocks(list(cols.values()), blocks, 5e6, overhead)
-                    per_seq, threads = (compare.paired_ratio(cols["batch@1"], cols["loop"]),
-                                        compare.paired_ratio(cols["batch@1"], cols["batch@2"]))
-                    vs_ref = compare.paired_ratio(cols["ref"], cols["batch@1"])
-                    s1, sl = compare.summary_us(cols["batch@1"]), compare.summary_us(cols["loop"])
+                    paired_timing.run_blocks(list(cols.values()), blocks, 5e6, overhead)
+                    per_seq, threads = (paired_timing.paired_ratio(cols["batch@1"], cols["loop"]),
+                                        paired_timing.paired_ratio(cols["batch@1"], cols["batch@2"]))
+                    vs_ref = paired_timing.paired_ratio(cols["ref"], cols["batch@1"])
+                    s1, sl = paired_timing.summary_us(cols["batch@1"]), paired_timing.summary_us(cols["loop"])
                     lines.append(f"| {v} | {k} | {batch} | {kind} | {extra['mean_accepted']:.2f} "
                                  f"({extra['ref_mean_accepted']:.2f}) | {s1['median_us'] / batch:.1f} | "
-                                 f"{sl['median_us'] / batch:.1f} | {compare.fmt_iqr(per_seq)} | "
-                                 f"{compare.fmt_iqr(threads)} | {compare.fmt_iqr(vs_ref, 1)} |")
+                                 f"{sl['median_us'] / batch:.1f} | {paired_timing.fmt_iqr(per_seq)} | "
+                                 f"{paired_timing.fmt_iqr(threads)} | {paired_timing.fmt_iqr(vs_ref, 1)} |")
                     print(f"  timed V={v} K={k} B={batch} {kind} ({blocks} blocks)", file=sys.stderr)
                     rows.append({"V": v, "K": k, "B": batch, "kind": kind, "blocks": blocks, **extra,
-                                 **{f"{name}_time": compare.summary_us(c) for name, c in cols.items()},
+                                 **{f"{name}_time": paired_timing.summary_us(c) for name, c in cols.items()},
                                  "batch1_over_loop": per_seq, "batch1_over_batch2": threads,
                                  "ref_over_batch1": vs_ref})
                     where = f"V={v} K={k} B={batch} {kind}"
@@ -208,8 +208,8 @@ def main() -> int:
     print("\n".join(lines))
     target_lines = []
     for where, what, ratio, bar, at_most in targets:
-        v = compare.verdict(ratio, bar, at_most).replace("PASS", "meets").replace("FAIL", "misses")
-        target_lines.append(f"{v:<6}  {where}: {what} {compare.fmt_iqr(ratio)} "
+        v = paired_timing.verdict(ratio, bar, at_most).replace("PASS", "meets").replace("FAIL", "misses")
+        target_lines.append(f"{v:<6}  {where}: {what} {paired_timing.fmt_iqr(ratio)} "
                             f"(target {'<=' if at_most else '>='} {bar:g})")
     print("\nTargets of the batch issue (reported, not enforced):")
     print("\n".join(target_lines))
