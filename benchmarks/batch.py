@@ -134,12 +134,12 @@ def batch_case(sv, vocab: int, k: int, batch: int, kind: str, seed: int):
     single = [(singles(inst), gens["loop"]) for inst in instances]
     cols = {
         "batch@1": paired_timing.Column("batch@1", ours, [(inst, gens["batch@1"]) for inst in instances],
-                                  prepare=prepare("batch@1", 1), fixed=True),
+                                        prepare=prepare("batch@1", 1), fixed=True),
         "batch@2": paired_timing.Column("batch@2", ours, [(inst, gens["batch@2"]) for inst in instances],
-                                  prepare=prepare("batch@2", 2), fixed=True),
+                                        prepare=prepare("batch@2", 2), fixed=True),
         "loop": paired_timing.Column("loop", loop, single, prepare=prepare("loop", 1), fixed=True),
         "ref": paired_timing.Column("ref", ref, [(inst, gens["ref"]) for inst in instances],
-                              prepare=prepare("ref", 1), fixed=True),
+                                    prepare=prepare("ref", 1), fixed=True),
     }
     extra = {"batches_per_chunk": len(instances),
              "mean_accepted": sum(accepted_ours) / len(accepted_ours),

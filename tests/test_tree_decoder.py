@@ -7,16 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from toy_models import (ToyLM, paths_of, sampling_tree_draft, target_tree_rows, topk_tree_draft,
+from toy_models import (pair, paths_of, sampling_tree_draft, target_tree_rows, topk_tree_draft,
                         tree_shape)
 
 SHAPES = [(), (1, 1, 1, 1), (2, 2, 1), (3, 1, 1), (4,), (2, 2, 2, 1)]
-
-
-def pair(vocab=50, noise=0.7):
-    target = ToyLM(vocab, seed=1)
-    draft = ToyLM(vocab, seed=2, base=target, noise=noise)
-    return target, draft
 
 
 def test_tree_shape():

@@ -101,7 +101,7 @@ def sequence_law(model: ToyLM, prompt: List[int], length: int,
 # SpeculativeDecoder test callbacks (test_decoder_output.py, _stats.py, _arguments.py) -----
 
 def pair(vocab=50, noise=0.7):
-    """A target ToyLM and a draft that is its copy perturbed by `noise` (test_decoder_*.py)."""
+    """A target ToyLM and a draft that is its copy perturbed by `noise` (the decoder tests)."""
     target = ToyLM(vocab, seed=1)
     draft = ToyLM(vocab, seed=2, base=target, noise=noise)
     return target, draft
