@@ -354,7 +354,7 @@ def suffix_replay_drafter(sv, curve, **knobs):
     is the one the live decoder reaches once it has measured the curve)."""
     cache = sv.SuffixCache(**SUFFIX_CACHE)
     drafter = sv.SuffixDrafter(cache, **knobs)
-    drafter.position_cost = (oracle.cost_at(curve, 17) - curve[1]) / (16 * curve[1])
+    drafter.position_cost = oracle.position_cost(curve)
     return oracle.StepDrafter("suffix", drafter,
                               finish=lambda prompt, output: drafter.end_generation(prompt + output, len(prompt)))
 

@@ -92,6 +92,13 @@ def cost_at(curve: Dict[int, float], n: int) -> float:
     return curve[lo] + (curve[hi] - curve[lo]) * (n - lo) / (hi - lo)
 
 
+def position_cost(curve: Dict[int, float], k: int = 16) -> float:
+    """What one more scored position costs in one-position steps, (c(k + 1) - c(1)) / (k c(1)):
+    `AdaptiveSchedule.position_cost(k)` once the schedule has measured this curve, which the
+    replays hand to a suffix drafter so that its default length cap is the live decoder's."""
+    return (cost_at(curve, k + 1) - curve[1]) / (k * curve[1])
+
+
 class CurrentLookup:
     """Prompt lookup over the current request (`sv.PromptLookup`, the default's drafter)."""
 

@@ -45,6 +45,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "scripts"), str(ROOT / "benchmarks")]
 os.environ.setdefault("LOCAL_KERNELS", f"phanerozoic/spec-verify={ROOT / 'build'}")
 
+import e2e_oracle as oracle  # noqa: E402  (the cost curve read between its points; the replay)
+
 RECORDED = Path(os.environ.get("SPEC_VERIFY_CACHE", Path.home() / ".cache" / "spec-verify")) / "recorded"
 MODELS = {"qwen-coder-0.5b": True, "gemma3": False, "qwen-coder-1.5b": True}  # name -> chat template
 CAPS = {"extraction": 80, "agent loop": 160, "open question": 160, "passage": 160}
@@ -98,16 +100,6 @@ def record(threads: int = 1) -> None:
         path.write_text(json.dumps(data))
 
 
-def cost(curve, n: int) -> float:
-    """c(n) in steps, linear between the measured n."""
-    ns = sorted(curve)
-    if n in curve:
-        return curve[n]
-    lo = max(m for m in ns if m < n)
-    hi = min(m for m in ns if m > n)
-    return curve[lo] + (curve[hi] - curve[lo]) * (n - lo) / (hi - lo)
-
-
 class Clock:
     """Simulated nanoseconds (an `AdaptiveSchedule` clock); `spent` sums them by kind."""
 
@@ -156,7 +148,7 @@ def recorded_target(torch, clock: Clock, curve, vocab: int, request: dict):
         if at == 0:
             clock.spend("prefill", STEP * min(0.1, curve[17] / 17) * len(prefix))
         else:
-            clock.spend("target", STEP * cost(curve, n))
+            clock.spend("target", STEP * oracle.cost_at(curve, n))
         rows = torch.zeros(n, vocab)
         out = request["output"]
         for i in range(n):
@@ -188,7 +180,7 @@ def recorded_tree_target(torch, clock: Clock, curve, vocab: int, request: dict):
         if at == 0:
             clock.spend("prefill", STEP * min(0.1, curve[17] / 17) * len(prefix))
         else:
-            clock.spend("target", STEP * cost(curve, n))
+            clock.spend("target", STEP * oracle.cost_at(curve, n))
         out = request["output"]
         recorded = (lambda i: out[i] if i < len(out) else request["eos"])
         rows = torch.zeros(n, vocab)
@@ -281,7 +273,6 @@ def main() -> None:
     import torch
     from kernels import get_kernel
 
-    import e2e_oracle as oracle
     sv = get_kernel("phanerozoic/spec-verify", version=1, trust_remote_code=True)
     recorded = {m: dense(json.loads((RECORDED / f"{m}.json").read_text())) for m in MODELS
                 if (RECORDED / f"{m}.json").exists()}
@@ -312,7 +303,7 @@ def main() -> None:
                     seconds = {n: STEP * c for n, c in curve.items()}
                     step = make()
                     if hasattr(step, "position_cost"):  # the cap the live default reaches on this curve
-                        step.position_cost = (cost(curve, 17) - 1.0) / 16
+                        step.position_cost = oracle.position_cost(curve)
                     rep = oracle.replay(oracle.StepDrafter(name, step, getattr(step, "end_generation", None) and (
                         lambda p, o, s=step: s.end_generation(p + o, len(p)))),
                         [p for p, _, _ in workloads[w]], [o + ([] if c else [eos]) for _, o, c in workloads[w]],
